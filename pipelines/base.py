@@ -204,6 +204,10 @@ class DiffusionPipelineBase:
         however the call ends; entered after the checks, before `_prepare`."""
         return contextlib.nullcontext()
 
+    def _hypernetwork_modules(self, state) -> tuple:
+        """Models of the call besides the UNet whose attentions the prompt's hypernetworks reach (a ControlNet's)."""
+        return ()
+
     def _finish_call(self, state, result: GenerationResult) -> None:
         """Hand what the call kept besides its images to the result (img2img: copies from before colour correction)."""
 
@@ -275,7 +279,8 @@ class DiffusionPipelineBase:
             result = GenerationResult()
             with self.session.prepared(prompts, negatives, params.loras, params.clip_skip, emphasis=params.emphasis,
                                        comma_backtrack=params.comma_padding_backtrack,
-                                       sdxl_clip_l_skip=params.sdxl_clip_l_skip) as prepared, \
+                                       sdxl_clip_l_skip=params.sdxl_clip_l_skip,
+                                       hypernetwork_modules=self._hypernetwork_modules(state)) as prepared, \
                     contextlib.ExitStack() as refiner_stack:
                 refiner = None
                 if params.refiner is not None and self._runs_refiner(params):

@@ -330,9 +330,12 @@ class ModelSession:
     @contextlib.contextmanager
     def prepared(self, prompts: list[str], negatives: list[str], loras: list, clip_skip: int, *,
                  emphasis: str = "Original", comma_backtrack: int = 20, sdxl_clip_l_skip: bool = False,
-                 partial_loras: bool = False):
+                 partial_loras: bool = False, hypernetwork_modules: tuple = ()):
         """`partial_loras=True`: each LoRA acts on the layers it fits and the rest of it is left out
-        (`apply_loras(partial=True)`; a refiner running the base model's LoRAs, `PreparedCall.left_out_loras()`)."""
+        (`apply_loras(partial=True)`; a refiner running the base model's LoRAs, `PreparedCall.left_out_loras()`).
+
+        `hypernetwork_modules`: other models of the call whose attentions read the prompt (a ControlNet's), which
+        the prompt's hypernetworks reach too, as A1111's attention hijack reaches every CrossAttention."""
         from mixkit.prompts import extract_extra_networks
         from mixkit.prompts.extra_networks import unknown_extra_network_tags, warn_skipped_extra_networks
 
@@ -375,14 +378,18 @@ class ModelSession:
                 from mixkit.hypernetworks import apply_hypernetworks
 
                 # The UNet's key/value projections, for this call only (A1111 applies them in every attention)
-                applied_hypernetworks = apply_hypernetworks(self.model.unet, hypernetworks)
+                applied_hypernetworks = [apply_hypernetworks(self.model.unet, hypernetworks)]
+                with warnings.catch_warnings():  # a width the model lacks was said for the UNet already
+                    warnings.simplefilter("ignore", UserWarning)
+                    for module in hypernetwork_modules:
+                        applied_hypernetworks.append(apply_hypernetworks(module, hypernetworks))
             bundled = applied.bundled_embeddings() if applied is not None else None
             encoder = self.encoder(clip_skip, bundled, emphasis=emphasis, comma_backtrack=comma_backtrack,
                                    sdxl_clip_l_skip=sdxl_clip_l_skip)
             yield PreparedCall(encoder, clean_prompts, list(negatives), applied)
         finally:
-            if applied_hypernetworks is not None:
-                applied_hypernetworks.remove()
+            for applied_to_one in reversed(applied_hypernetworks or []):
+                applied_to_one.remove()
             if applied is not None:
                 applied.remove()
                 self._encoders.clear()

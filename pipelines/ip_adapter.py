@@ -197,6 +197,9 @@ class IPAdapterMixin:
     def _finish_image(self, params, state: _IPAdapterState, image, index: int):
         return super()._finish_image(params, state.base, image, index)
 
+    def _hypernetwork_modules(self, state: _IPAdapterState) -> tuple:
+        return super()._hypernetwork_modules(state.base)
+
     def _finish_call(self, state: _IPAdapterState, result) -> None:
         super()._finish_call(state.base, result)
 

@@ -4,9 +4,9 @@ files land in `--hypernetwork-dir`, which `/sdapi/v1/hypernetworks` lists."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Body, Request
-from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
+from webui.api_training_requests import run_create_request, run_training_request
 from webui.server_state import ServerState
 
 
@@ -30,8 +30,6 @@ class CreateHypernetworkRequest(BaseModel):
 
 
 def build_hypernetwork_training_router(state: ServerState) -> APIRouter:
-    from webui.api import unprocessable
-    from webui.api_embeddings import run_training_request
     from webui.hypernetwork_jobs import create_hypernetwork, submit_hypernetwork_training
 
     router = APIRouter()
@@ -39,11 +37,8 @@ def build_hypernetwork_training_router(state: ServerState) -> APIRouter:
     @router.post("/sdapi/v1/create/hypernetwork")
     async def create(body: CreateHypernetworkRequest):
         arguments = body.model_dump()
-        try:
-            path = await run_in_threadpool(create_hypernetwork, state, arguments.pop("name"), **arguments)
-        except (ValueError, TypeError) as error:
-            raise unprocessable(error) from None
-        return {"info": f"create hypernetwork filename: {path}"}  # A1111's CreateResponse
+        return await run_create_request(create_hypernetwork, "hypernetwork", state, arguments.pop("name"),
+                                        **arguments)
 
     @router.post("/sdapi/v1/train/hypernetwork")
     async def train(request: Request, body: dict = Body(...)):

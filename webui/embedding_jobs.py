@@ -23,10 +23,10 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class TrainedEmbedding:
-    """What a training job returns: the embeddings-folder file, the step it holds, and the trainer's result (losses,
-    intermediate files, whether it was interrupted; `output` None: interrupted before its first step, the file is as
-    it was)."""
+class TrainedFile:
+    """What a training job (embedding or hypernetwork) returns: the file in the server's folder, the step it holds,
+    and the trainer's result (losses, intermediate files, whether it was interrupted; `output` None: interrupted
+    before its first step, the file is as it was)."""
 
     filename: Path
     step: int
@@ -65,10 +65,16 @@ def create_embedding(state, name: str, *, num_vectors_per_token: int = 1, init_t
     Runs at once, not queued: it only reads the model's token table, which nothing on the worker changes."""
     from mixkit.training.ti_create import create_embedding as create
 
+    from mixkit.training.ti_create import embedding_files
+    from webui.training_targets import training_targets
+
     folder = _embeddings_folder(state)
     model = trainable_model(state)
-    path = create(model, folder, name, num_vectors_per_token=num_vectors_per_token, init_text=init_text,
-                  overwrite_old=overwrite_old, checkpoint_name=state.holder.entry.model_name)
+    # a training job of the file would replace what this writes when it ends (`webui.training_targets`)
+    replaced = embedding_files(folder, name) if isinstance(name, str) and name and Path(name).name == name else []
+    with training_targets(state).writing([*replaced, folder / f"{name}.pt"], f"cannot create embedding {name!r}"):
+        path = create(model, folder, name, num_vectors_per_token=num_vectors_per_token, init_text=init_text,
+                      overwrite_old=overwrite_old, checkpoint_name=state.holder.entry.model_name)
     state.refresh_embeddings()
     return path
 
@@ -121,7 +127,7 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
     scan_dataset(config)  # an empty or unreadable dataset fails now, naming it, not in the queue
 
     # 2. The run, on the worker.
-    def run(control, on_step) -> TrainedEmbedding:
+    def run(control, on_step) -> TrainedFile:
         report = step_reporter(control, on_step)
         check_model_unchanged(state, config.model, name)
         state.refresh_embeddings()
@@ -135,20 +141,24 @@ def submit_embedding_training(state, fields: dict, *, session: str | None = None
         with checkpoint_for_job(state, None):
             return train(control, report)
 
-    def train(control, report) -> TrainedEmbedding:
+    def train(control, report) -> TrainedFile:
         result = train_textual_inversion(config, model=state.holder.txt2img().model,
                                          should_stop=lambda: control.interrupted, on_step=report,
                                          step_offset=start_step)
         if result.output is None:
-            return TrainedEmbedding(target, start_step, result)
+            return TrainedFile(target, start_step, result)
         copy_into_place(Path(result.output), target)
         state.refresh_embeddings()
         logger.info("Trained embedding %r to step %d%s: %s", name, start_step + result.steps,
                     " (interrupted)" if result.interrupted else "", target)
-        return TrainedEmbedding(target, start_step + result.steps, result)
+        return TrainedFile(target, start_step + result.steps, result)
 
-    return state.worker.submit(run, f"train embedding {name}", session=session, owner=owner,
-                               keep_on_disconnect=keep_on_disconnect)
+    from webui.training_targets import training_targets
+
+    with training_targets(state).reserving(target, f"cannot train embedding {name!r}") as reservation:
+        reservation.job = state.worker.submit(run, f"train embedding {name}", session=session, owner=owner,
+                                              keep_on_disconnect=keep_on_disconnect)
+    return reservation.job
 
 
 def step_reporter(control, on_step):

@@ -3,35 +3,24 @@
 As `webui.embedding_jobs` does for embeddings (whose model and file handling this reuses): training is a job of the
 one generation worker (progress and Interrupt as for a generation), runs on the loaded model (it comes back
 unchanged: the MLPs are hooked onto the attention, never written into it), writes its files into the run's log
-folder, and the finished file then replaces the hypernetwork-folder file in one atomic rename. The folder is scanned
-on every listing, so a new or trained file is listed (and usable in `<hypernet:NAME:1>`) at once.
+folder, and the finished file then replaces the hypernetwork-folder file in one atomic rename (with its `.pt.optim`
+when A1111's `save_optimizer_state` is on). The folder is scanned on every listing, so a new or trained file is listed
+(and usable in `<hypernet:NAME:1>`) at once. While a training job of a file waits or runs, a Create overwriting it or
+a second training of it is refused (`webui.training_targets`): the job's result would replace the one or the other.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
-from webui.embedding_jobs import check_model_unchanged, copy_into_place, step_reporter, trainable_model
+from webui.embedding_jobs import (TrainedFile, check_model_unchanged, copy_into_place, step_reporter,
+                                  trainable_model)
 from webui.request_checkpoint import checkpoint_for_job
+from webui.training_targets import training_targets
 from webui.worker import Job
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainedHypernetwork:
-    """What a training job returns: the hypernetwork-folder file, the step it holds, and the trainer's result
-    (`output` None: interrupted before its first step, the file is as it was)."""
-
-    filename: Path
-    step: int
-    result: object
-
-    @property
-    def written(self) -> bool:
-        return self.result.output is not None
 
 
 def hypernetwork_folder(state) -> Path:
@@ -50,7 +39,9 @@ def create_hypernetwork(state, name: str, **shape) -> Path:
     from webui.hypernetwork_training import create_config
 
     config = create_config(hypernetwork_folder(state), name, **shape)
-    return Path(create(config).output)
+    with training_targets(state).writing([Path(config.output)], f"cannot create hypernetwork {name!r}"):
+        config.check()  # the file may have appeared since: checked again where no training can start
+        return Path(create(config).output)
 
 
 def submit_hypernetwork_training(state, fields: dict, *, session: str | None = None, owner: str | None = None,
@@ -60,7 +51,8 @@ def submit_hypernetwork_training(state, fields: dict, *, session: str | None = N
     from mixkit.errors import ModelNotFoundError
     from mixkit.hypernetworks.create import TrainableHypernetwork
     from mixkit.training.dataset_scan import scan_dataset
-    from mixkit.training.hn_trainer import attention_context_widths, train_hypernetwork
+    from mixkit.training.hn_optimizer_state import optimizer_state_path, read_optimizer_state
+    from mixkit.training.hn_trainer import attention_context_widths, optimizer_class, train_hypernetwork
     from webui.embedding_training import check_training_limits, resolve_dataset, run_folder
     from webui.hypernetwork_training import check_hn_train_fields, fresh_run_output, training_config
 
@@ -87,12 +79,14 @@ def submit_hypernetwork_training(state, fields: dict, *, session: str | None = N
     dataset = resolve_dataset(checked["data_root"], state.config.training_data_dir)
     output = fresh_run_output(run_folder(state.output_dir, name), name)
     config = training_config(checked, model=state.holder.entry.source, dataset=dataset, output=output,
-                             hypernetwork=str(target), start_step=start_step)
+                             hypernetwork=str(target), start_step=start_step,
+                             save_optimizer_state=save_optimizer_state(state, checked))
     config.check()
+    read_optimizer_state(target, optimizer_class(config))  # a foreign or broken .optim is refused now
     scan_dataset(config)  # an empty or unreadable dataset fails now, naming it, not in the queue
 
     # 2. The run, on the worker.
-    def run(control, on_step) -> TrainedHypernetwork:
+    def run(control, on_step) -> TrainedFile:
         report = step_reporter(control, on_step)
         check_model_unchanged(state, config.model, name)
         now = TrainableHypernetwork.from_file(target).step if target.is_file() else None
@@ -105,11 +99,22 @@ def submit_hypernetwork_training(state, fields: dict, *, session: str | None = N
             result = train_hypernetwork(config, model=state.holder.txt2img().model,
                                         should_stop=lambda: control.interrupted, on_step=report)
         if result.output is None:
-            return TrainedHypernetwork(target, start_step, result)
+            return TrainedFile(target, start_step, result)
         copy_into_place(Path(result.output), target)
+        if config.save_optimizer_state:  # after the .pt: its hash ties the two, a reader of the old pair skips it
+            copy_into_place(optimizer_state_path(result.output), optimizer_state_path(target))
         logger.info("Trained hypernetwork %r to step %d%s: %s", name, start_step + result.steps,
                     " (interrupted)" if result.interrupted else "", target)
-        return TrainedHypernetwork(target, start_step + result.steps, result)
+        return TrainedFile(target, start_step + result.steps, result)
 
-    return state.worker.submit(run, f"train hypernetwork {name}", session=session, owner=owner,
-                               keep_on_disconnect=keep_on_disconnect)
+    with training_targets(state).reserving(target, f"cannot train hypernetwork {name!r}") as reservation:
+        reservation.job = state.worker.submit(run, f"train hypernetwork {name}", session=session, owner=owner,
+                                              keep_on_disconnect=keep_on_disconnect)
+    return reservation.job
+
+
+def save_optimizer_state(state, fields) -> bool:
+    """A1111's `save_optimizer_state`: the request's field when it sends one (mixkit's; the Train tab's checkbox),
+    else the server's option of that name (A1111's Settings > Training, off by default)."""
+    sent = fields.values.get("save_optimizer_state")
+    return bool(state.options.get("save_optimizer_state")) if sent is None else sent

@@ -27,6 +27,8 @@ A1111_HN_TRAIN_DEFAULTS: dict[str, object] = {
 HN_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     **{key: kinds for key, kinds in FIELD_TYPES.items() if key not in _NOT_HYPERNETWORK},
     "hypernetwork_name": (str,), "save_hypernetwork_every": (int,),
+    # mixkit's: A1111 reads its save_optimizer_state setting only; left out, the server's option of that name decides
+    "save_optimizer_state": (bool,),
 }
 HN_REQUIRED_FIELDS = ("hypernetwork_name", "data_root", "steps")
 
@@ -61,9 +63,10 @@ def create_config(folder: Path, name: object, *, enable_sizes, overwrite_old: bo
 
 
 def training_config(fields: A1111TrainFields, *, model: str, dataset: Path, output: Path, hypernetwork: str,
-                    start_step: int) -> SDHypernetworkConfig:
+                    start_step: int, save_optimizer_state: bool = False) -> SDHypernetworkConfig:
     """The trainer's settings for A1111's fields: continue the hypernetwork file `hypernetwork` (already trained
-    `start_step` steps) up to step `steps`, writing `output` (a file of the run folder, named as the hypernetwork)."""
+    `start_step` steps) up to step `steps`, writing `output` (a file of the run folder, named as the hypernetwork),
+    with its `.pt.optim` beside every file written when `save_optimizer_state`."""
     name = fields["hypernetwork_name"]
     steps = fields["steps"]
     if steps <= start_step:
@@ -84,7 +87,8 @@ def training_config(fields: A1111TrainFields, *, model: str, dataset: Path, outp
         shuffle_caption=fields["shuffle_tags"], caption_tag_dropout_rate=float(fields["tag_drop_out"]),
         cache_latents=True,  # exact: the cache keeps each image's distribution and the step still samples from it
         save_every_n_steps=fields["save_hypernetwork_every"], validation_every=fields["create_image_every"],
-        validation_prompts=preview_prompts(fields, name, template), missing_captions="file_name")
+        validation_prompts=preview_prompts(fields, name, template), missing_captions="file_name",
+        save_optimizer_state=save_optimizer_state)
 
 
 def _check_stepped_rate(rate: str, start_step: int) -> None:

@@ -353,6 +353,8 @@ SETTABLE = {
     **{key: _check_tiling_number(key, 2047 if key.endswith("_overlap") else 4096) for key in UPSCALER_TILING_DEFAULTS},
     SWIN_COMPILE_KEY: _check_bool(SWIN_COMPILE_KEY),
     DAT_ENABLED_KEY: check_dat_enabled_models,
+    # A1111's Settings > Training "Saves Optimizer state as separate *.optim file" (hypernetwork training, off)
+    "save_optimizer_state": _check_bool("save_optimizer_state"),
     # A1111's Settings > Interrogate (POST /sdapi/v1/interrogate, the img2img tab's Interrogate CLIP)
     **{key: check_interrogate_option(key) for key in INTERROGATE_OPTION_KEYS},
     **{key: check_deepbooru_option(key) for key in DEEPBOORU_OPTION_DEFAULTS},  # and its Interrogate DeepBooru
@@ -410,6 +412,7 @@ class ServerOptions:
             **UPSCALER_TILING_DEFAULTS,
             SWIN_COMPILE_KEY: False,
             DAT_ENABLED_KEY: list(DAT_RELEASE_NAMES),
+            "save_optimizer_state": False,
             **UNCOND_SKIP_OFF,
             **INTERROGATE_OPTION_DEFAULTS,
             **DEEPBOORU_OPTION_DEFAULTS,

@@ -91,7 +91,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
                        after_step: Callable[[int, float, float, float], None] | None = None,
                        prior_reference: Callable[..., torch.Tensor] | None = None,
                        rewrite_captions: Callable[[list[str], int], list[str]] | None = None,
-                       should_stop: Callable[[], bool] | None = None) -> int:
+                       should_stop: Callable[[], bool] | None = None, draw_offset: int = 0) -> int:
     """Train from `step` to `stop_at_step` or `config.max_steps`; appends losses and checkpoints to `result`.
 
     `prior_reference(noisy, timesteps, captions, original_sizes, crops)`, when given, is the frozen base
@@ -109,6 +109,10 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     `should_stop()`, when given, is asked before each optimizer step; True ends the loop there (a web UI's Interrupt,
     from another thread). The caller tells an early end by the returned step. One process only: with several, each
     would have to see the same answer at the same step.
+
+    `draw_offset` is how many steps the trained thing had taken before this run (a continued hypernetwork's step):
+    step s then takes the data and draws of step `draw_offset + s`, so two runs continuing one file see what one
+    unbroken run would.
     """
     from diffusers import DDPMScheduler
     from tqdm.auto import tqdm
@@ -137,7 +141,7 @@ def run_denoising_loop(config, *, accelerator, model, denoiser, dataset, optimiz
     tick = time.perf_counter()
     while step < end and not (should_stop is not None and should_stop()):
         step_loss = 0.0
-        epoch, positions = step_micro_batches(step, batches_per_epoch, accum, world)
+        epoch, positions = step_micro_batches(draw_offset + step, batches_per_epoch, accum, world)
         # An epoch's last step may accumulate fewer than `accum` micro-batches (kohya's epochs, `run_schedule`);
         # accelerate syncs and steps when its counter reaches a multiple of `accum`, so it starts that much short.
         accelerator.step = accum - len(positions)

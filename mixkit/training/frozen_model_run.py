@@ -134,13 +134,13 @@ def train_attached(setup: RunSetup, *, model, attached, denoiser, optimizer, lr_
                    averaged_weights=None, eval_modules: tuple = (), after_optimizer_step=None, prior_reference=None,
                    rewrite_captions=None, should_stop: Callable[[], bool] | None = None,
                    on_step: Callable[[int, int, float], None] | None = None,
-                   save_when_interrupted: bool = False) -> TrainingResult:
+                   save_when_interrupted: bool = False, draw_offset: int = 0) -> TrainingResult:
     """Train what is `attached` to the frozen `model` (it has `detach()`) from `step`, writing the result with
     `save(path, at_step, kind)` ("step", "epoch" or "final") along the way and at the end (main process only).
 
     `should_stop()` is asked before each step (a server's Interrupt; `result.interrupted` then says so);
     `save_when_interrupted` writes the final file from what an interrupted run reached, if any step ran.
-    `on_step(step, max_steps, loss)` reports each finished step.
+    `on_step(step, max_steps, loss)` reports each finished step. `draw_offset`: see `run_denoising_loop`.
 
     The model comes back as it was, also on errors (disk full, interrupt): `attached` detached, the UNet in eval
     mode without gradient checkpointing. `averaged_weights` (a context manager factory) swaps in what a saved file
@@ -174,7 +174,8 @@ def train_attached(setup: RunSetup, *, model, attached, denoiser, optimizer, lr_
             optimizer=optimizer, lr_schedule=lr_schedule, step=step, stop_at_step=stop_at_step,
             checkpoint_dir=checkpoint_dir, fingerprint=fingerprint, clipped=clipped, trainable_state=trainable_state,
             result=result, after_optimizer_step=after_optimizer_step, after_step=after_step,
-            prior_reference=prior_reference, rewrite_captions=rewrite_captions, should_stop=should_stop)
+            prior_reference=prior_reference, rewrite_captions=rewrite_captions, should_stop=should_stop,
+            draw_offset=draw_offset)
         result.steps = step
         result.validation_losses = list(reporter.validation_losses)
         result.interrupted = step < (stop_at_step or config.max_steps)

@@ -65,9 +65,11 @@ class SDHypernetworkConfig(SDRunOptions, HypernetworkShape, JsonConfig):
 
     Trains the file `hypernetwork` on (its layout, weights and step: the written files count on from its step, as
     A1111 continues a hypernetwork), or, without it, a new one of the shape settings (`enable_sizes`,
-    `layer_structure`, ...) initialised from `seed`. `max_steps` is this run's steps; `learning_rate_schedule`
-    (A1111's stepped "5e-5:100, 5e-6:1500") counts the hypernetwork's own steps, as A1111 does, and ends the run
-    at its last step. `save_every_n_steps` writes `<name>-<step>.pt` next to `output`, as A1111 names them.
+    `layer_structure`, ...) initialised from `seed`; a continued file's data order, noise and dropout go on from
+    its step, and with its `.optim` (`save_optimizer_state`) its optimizer too. `max_steps` is this run's steps;
+    `learning_rate_schedule` (A1111's stepped "5e-5:100, 5e-6:1500") counts the hypernetwork's own steps, as A1111
+    does, and ends the run at its last step. `save_every_n_steps` writes `<name>-<step>.pt` next to `output`, as
+    A1111 names them.
     """
 
     model: str
@@ -82,6 +84,9 @@ class SDHypernetworkConfig(SDRunOptions, HypernetworkShape, JsonConfig):
     template_name: str | None = None
     mixed_precision: str = "auto"
     output_name: str | None = None  # names the sample images; default: the output's stem
+    # A1111's "Saves Optimizer state as separate *.optim file": every written `.pt` gets `<file>.pt.optim`, which a
+    # later run continuing that file loads (whatever this setting), so it goes on as one unbroken run would.
+    save_optimizer_state: bool = False
 
     def name(self) -> str:
         return Path(self.output).stem
@@ -90,6 +95,7 @@ class SDHypernetworkConfig(SDRunOptions, HypernetworkShape, JsonConfig):
         """Raise ValueError/TypeError naming the first setting out of range (before anything loads)."""
         self.check_sd_training()
         output = check_hypernetwork_output(self.output)
+        check_bools(self, ("save_optimizer_state",))
         check_optional_strings(self, ("hypernetwork", "template_file", "template_name", "learning_rate_schedule",
                                       "output_name"))
         if self.hypernetwork is not None:

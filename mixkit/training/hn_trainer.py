@@ -4,11 +4,16 @@ Training keeps the whole model frozen and unchanged: the hypernetwork's MLPs are
 projections through `apply_hypernetworks`, the same forward generation uses (strength 1, as A1111 trains), the shared
 `run_denoising_loop` trains them (deterministic data order and noise, so resume is exact), and the result is written
 atomically as A1111's `.pt`, its `step` counted on from the starting file's.
+
+A continued file goes on from its step: the data order, noise and dropout draws are those of its step onwards, and
+its `.pt.optim` (A1111's optimizer state, `hn_optimizer_state`) restores the optimizer, so N steps and then M more
+equal N + M steps in one run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from pathlib import Path
 from typing import Callable
@@ -23,6 +28,7 @@ from mixkit.training.denoising_loop import ConditionedDenoiser
 from mixkit.training.frozen_model_run import (load_frozen_model, optimizer_with_schedule, put_back_on_failure,
                                               resume, start_run, train_attached)
 from mixkit.training.hn_config import HypernetworkCreateConfig, SDHypernetworkConfig
+from mixkit.training.hn_optimizer_state import load_optimizer_state, read_optimizer_state, save_optimizer_state
 from mixkit.training.optimizers import make_optimizer
 from mixkit.training.training_result import TrainingResult
 from mixkit.training.training_state import architecture_fingerprint
@@ -66,6 +72,21 @@ def checkpoint_identity(model_source, model) -> tuple[str | None, str]:
     return None, getattr(model, "name", None) or path.name
 
 
+def dropout_seed(seed: int, hypernetwork_step: int) -> int:
+    """The global torch seed for the dropout of the hypernetwork's step `hypernetwork_step` (Dropout draws from
+    torch's global generator). Hashed so it never equals the seed of that step's noise generator
+    (`denoising_loop`), whose draws would otherwise repeat as the dropout masks."""
+    digest = hashlib.sha256(f"hypernetwork-dropout:{seed}:{hypernetwork_step}".encode()).hexdigest()
+    return int(digest[:15], 16)
+
+
+def optimizer_class(config: SDHypernetworkConfig) -> str:
+    """The torch class name of the run's optimizer (what A1111's `.optim` files record), from a throw-away one."""
+    probe = make_optimizer(config.optimizer, [{"params": [torch.nn.Parameter(torch.zeros(1))]}],
+                           config.learning_rate, config.optimizer_args)
+    return type(probe).__name__
+
+
 def _stepped_rate_schedule(config: SDHypernetworkConfig, parameters, start_step: int):
     """The optimizer at the schedule's rate for `start_step`, and a LambdaLR giving each run step the rate A1111's
     schedule gives the hypernetwork's step `start_step + step`."""
@@ -106,6 +127,8 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
             logger.info("learning_rate_schedule ends at step %d: this run trains %d steps, not max_steps=%d", end,
                         end - start_step, config.max_steps)
             config = dataclasses.replace(config, max_steps=end - start_step)
+    saved_optimizer = (read_optimizer_state(Path(config.hypernetwork).expanduser(), optimizer_class(config))
+                       if config.hypernetwork else None)
     templates = config.caption_templates()
     report = scan_dataset(config)
     report.records, held_records = held_out_records(config, report.records, scan_path)
@@ -123,9 +146,6 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
         raise ValueError(f"the hypernetwork's context widths {hypernetwork.widths} are none of this model's attention "
                          f"widths {widths}, so it would train nothing; set enable_sizes to some of {widths}")
     hypernetwork.requires_grad_(True).train()  # dropout on, as A1111 trains
-    # Dropout draws from torch's global generator: seeded, as the LoRA trainer seeds it, so a run repeats, and saved
-    # with the training state, so a resumed run draws what the straight run drew.
-    torch.manual_seed(config.seed)
     hypernetwork.attach(model.unet)
     with put_back_on_failure(model, hypernetwork, config):
         if config.gradient_checkpointing:
@@ -138,6 +158,10 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
         else:
             optimizer, lr_schedule = optimizer_with_schedule(config, [{"params": parameters,
                                                                        "lr": config.learning_rate}])
+        if saved_optimizer is not None:
+            load_optimizer_state(optimizer, saved_optimizer)
+            logger.info("Continuing the optimizer state saved beside %s", config.hypernetwork)
+        raw_optimizer = optimizer  # what `.optim` files hold (the accelerate wrapper's state is the same)
         fingerprint = architecture_fingerprint(
             dict(hypernetwork.state_dict()),
             {"trainer": "hypernetwork", "name": name, "family": model.family.value,
@@ -146,6 +170,9 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
 
         # 3. Resume: MLPs, optimizer, schedule, RNGs and step.
         step = resume(config, fingerprint, optimizer, lr_schedule, hypernetwork.load_state_dict)
+        # Dropout draws from torch's global generator, seeded per hypernetwork step (after each step's reporting,
+        # whose sample images may draw from it too), so a resumed or continued run draws what one run drew.
+        torch.manual_seed(dropout_seed(config.seed, start_step + step))
         denoiser, optimizer = setup.accelerator.prepare(denoiser, optimizer)
     output = Path(config.output).expanduser()
     checkpoint_hash, checkpoint_name = checkpoint_identity(config.model, model)
@@ -155,8 +182,16 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
         the way are `<name>-<step>.pt`, as A1111 names them."""
         file_step = start_step + at_step
         target = output if kind == "final" else output.with_name(f"{name}-{file_step}{output.suffix}")
-        return hypernetwork.save(target, step=file_step, sd_checkpoint=checkpoint_hash,
-                                 sd_checkpoint_name=checkpoint_name)
+        written = hypernetwork.save(target, step=file_step, sd_checkpoint=checkpoint_hash,
+                                    sd_checkpoint_name=checkpoint_name)
+        if config.save_optimizer_state:
+            save_optimizer_state(written, raw_optimizer)
+        return written
+
+    def reseed_then_report(at_step: int, max_steps: int, loss: float) -> None:
+        torch.manual_seed(dropout_seed(config.seed, start_step + at_step))
+        if on_step is not None:
+            on_step(at_step, max_steps, loss)
 
     # 4. Train with the shared loop; 5. write the file (main process only; atomically, also when interrupted after
     # some steps) and take the MLPs off, so the caller's model is unchanged.
@@ -166,7 +201,8 @@ def train_hypernetwork(config: SDHypernetworkConfig, *, stop_at_step: int | None
         trainable_state=hypernetwork.state_dict, save=save, skipped_images=report.skipped,
         eval_modules=(hypernetwork,),
         rewrite_captions=(lambda captions, index: templates.captions(captions, config.seed, index))
-        if templates is not None else None, should_stop=should_stop, on_step=on_step, save_when_interrupted=True)
+        if templates is not None else None, should_stop=should_stop, on_step=reseed_then_report,
+        save_when_interrupted=True, draw_offset=start_step)
     hypernetwork.requires_grad_(False).eval()
     if setup.accelerator.is_main_process:
         logger.info("Trained hypernetwork %r to step %d (%d steps in this run) in %.1f s; final loss %.4f; output %s",

@@ -146,6 +146,11 @@ class ControlNetMixin:
                           for control in kept]
         return state.kept
 
+    def _hypernetwork_modules(self, state: _ControlState) -> tuple:
+        # A1111's hypernetworks hijack every CrossAttention, the ControlNet's (sd-webui-controlnet's cldm) included
+        models = {id(control.unit.model): control.unit.model for control in state.controls}
+        return (*super()._hypernetwork_modules(state.base), *models.values())
+
     def _finish_call(self, state: _ControlState, result) -> None:
         super()._finish_call(state.base, result)
 

@@ -297,30 +297,35 @@ def test_a_training_queued_behind_an_unload_reloads_the_checkpoint_and_trains(cl
     assert state.holder.loaded and listed(client, "behind")["step"] == 1
 
 
-def test_a_second_run_queued_on_the_same_embedding_is_refused_once_the_first_changed_it(client, server):
-    """Both were checked at step 0; the second would continue the first's file yet count its steps from 0."""
+def test_the_embedding_a_queued_run_will_train_cannot_be_trained_again_or_overwritten(client, server):
+    """The first run holds the file from its queueing to its end: a second one, checked at step 0 too, would continue
+    the first's file yet count its steps from 0, and a Create over it would be replaced when the run ends."""
     from .worker_jobs import submit_until_interrupted
 
     assert client.post("/sdapi/v1/create/embedding", json={"name": "twice", "init_text": "red"}).status_code == 200
     state = server.state
     blocker, _ = submit_until_interrupted(state.worker)
-    answers = {}
-
-    def train(index: int) -> None:
-        answers[index] = client.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "twice",
-                                                                         "steps": 2})
-
-    threads = []
-    for index in range(2):
-        threads.append(threading.Thread(target=train, args=(index,)))
-        threads[-1].start()
-        deadline = time.monotonic() + 60
-        while state.worker.queued < index + 1:  # queued in this order
-            assert time.monotonic() < deadline and threads[-1].is_alive(), answers
-            time.sleep(0.02)
-    state.worker.cancel(blocker)
-    for thread in threads:
-        thread.join(120)
-    assert answers[0].status_code == 200, answers[0].text
-    assert answers[1].status_code == 422 and "was trained to step 2 while this run waited" in answers[1].json()["detail"]
+    answers = []
+    first = threading.Thread(target=lambda: answers.append(client.post(
+        "/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "twice", "steps": 2})))
+    first.start()
+    deadline = time.monotonic() + 60
+    while state.worker.queued < 1:
+        assert time.monotonic() < deadline and first.is_alive(), answers
+        time.sleep(0.02)
+    try:
+        second = client.post("/sdapi/v1/train/embedding", json={**TRAIN, "embedding_name": "twice", "steps": 2})
+        assert second.status_code == 409, second.text
+        assert "cannot train embedding 'twice': twice.pt is being trained by job" in second.json()["detail"]
+        assert "which waits in the queue and replaces the file when it ends" in second.json()["detail"]
+        replaced = client.post("/sdapi/v1/create/embedding", json={"name": "twice", "init_text": "blue",
+                                                                   "overwrite_old": True})
+        assert replaced.status_code == 409 and "cannot create embedding 'twice'" in replaced.json()["detail"]
+    finally:
+        state.worker.cancel(blocker)
+    first.join(120)
+    assert answers and answers[0].status_code == 200, answers
     assert listed(client, "twice")["step"] == 2
+    again = client.post("/sdapi/v1/create/embedding", json={"name": "twice", "init_text": "blue",
+                                                            "overwrite_old": True})
+    assert again.status_code == 200, again.text  # the run is over: the file is free

@@ -4,6 +4,7 @@ what a client may not do (unknown or unsupported fields, paths outside the train
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 
@@ -240,3 +241,72 @@ def test_training_an_unloaded_checkpoint_says_to_reload_it(client, folders):
     finally:
         assert client.post("/sdapi/v1/reload-checkpoint").status_code == 200
     assert stored(folders, "later")["step"] == 0
+
+
+def _start_long_training(client, name: str, answers: list) -> threading.Thread:
+    """A 500-step training of `name`, sent from a thread; returns once it has taken its first step."""
+    thread = threading.Thread(target=lambda: answers.append(client.post(
+        "/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": name, "steps": 500})))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while True:
+        progress = client.get("/sdapi/v1/progress").json()
+        if progress["current_task"] == f"train hypernetwork {name}" and progress["state"]["sampling_step"] >= 1:
+            return thread
+        assert time.monotonic() < deadline, progress
+        time.sleep(0.05)
+
+
+def test_the_file_a_training_runs_on_cannot_be_overwritten_or_trained_twice(client, folders):
+    assert create(client, "busy").status_code == 200
+    answers = []
+    thread = _start_long_training(client, "busy", answers)
+    try:
+        before = (folders / "hypernetworks" / "busy.pt").read_bytes()
+        replaced = create(client, "busy", overwrite_old=True, enable_sizes=[32])
+        assert replaced.status_code == 409, replaced.text
+        detail = replaced.json()["detail"]
+        assert "cannot create hypernetwork 'busy': busy.pt is being trained by job" in detail
+        assert "which runs and replaces the file when it ends; wait for it to finish or interrupt it" in detail
+        assert (folders / "hypernetworks" / "busy.pt").read_bytes() == before
+        twice = client.post("/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": "busy", "steps": 3})
+        assert twice.status_code == 409 and "cannot train hypernetwork 'busy'" in twice.json()["detail"]
+        assert create(client, "other", enable_sizes=[32]).status_code == 200  # other files are free
+    finally:
+        client.post("/sdapi/v1/interrupt")
+        thread.join(120)
+    assert answers and answers[0].status_code == 200, answers
+    trained_to = stored(folders, "busy")["step"]
+    assert 1 <= trained_to < 500 and stored(folders, "busy")[64]  # the run's result, not a Create's 32-only file
+    # once the job is over the file is free again
+    assert create(client, "busy", overwrite_old=True, enable_sizes=[32]).status_code == 200
+
+
+def test_save_optimizer_state_writes_the_optim_beside_the_file(client, folders):
+    hypernetworks = folders / "hypernetworks"
+    assert create(client, "moments").status_code == 200
+    assert client.get("/sdapi/v1/options").json()["save_optimizer_state"] is False  # A1111's default
+    response = client.post("/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": "moments",
+                                                                  "steps": 1})
+    assert response.status_code == 200, response.text
+    assert not (hypernetworks / "moments.pt.optim").exists()
+    assert client.post("/sdapi/v1/options", json={"save_optimizer_state": True}).status_code == 200
+    try:
+        response = client.post("/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": "moments",
+                                                                      "steps": 2})
+        assert response.status_code == 200, response.text
+    finally:
+        client.post("/sdapi/v1/options", json={"save_optimizer_state": False})
+    saved = torch.load(hypernetworks / "moments.pt.optim", weights_only=True)
+    digest = hashlib.sha256((hypernetworks / "moments.pt").read_bytes()).hexdigest()[:10]
+    assert (saved["optimizer_name"], saved["hash"]) == ("AdamW", digest)
+    assert {int(state["step"]) for state in saved["optimizer_state_dict"]["state"].values()} == {1}  # this run's
+    # the request's own field wins over the option; the next run continues the moments (steps 1 + 1)
+    response = client.post("/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": "moments",
+                                                                  "steps": 3, "save_optimizer_state": True})
+    assert response.status_code == 200, response.text
+    saved = torch.load(hypernetworks / "moments.pt.optim", weights_only=True)
+    assert {int(state["step"]) for state in saved["optimizer_state_dict"]["state"].values()} == {2}
+    bad = client.post("/sdapi/v1/train/hypernetwork", json={**TRAIN, "hypernetwork_name": "moments", "steps": 4,
+                                                             "save_optimizer_state": "yes"})
+    assert bad.status_code == 422 and "save_optimizer_state must be bool, got 'yes'" in bad.json()["detail"]

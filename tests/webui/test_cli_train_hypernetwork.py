@@ -59,6 +59,17 @@ def test_train_reads_its_settings_and_a1111s_learn_rate(tmp_path, capsys):
     assert "steps must increase" in capsys.readouterr().err
 
 
+def test_save_optimizer_state_is_a1111s_switch_and_checked(tmp_path, capsys):
+    argv = ["train", "hypernetwork", "--set", "model=m", "--set", "dataset=d", "--set", f"output={tmp_path / 'h.pt'}",
+            "--print-config"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["save_optimizer_state"] is False  # A1111's default: off
+    assert main(argv[:-1] + ["--save_optimizer_state", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["save_optimizer_state"] is True
+    assert main(argv[:-1] + ["--set", "save_optimizer_state=1"]) == 2
+    assert "save_optimizer_state must be true or false, got 1" in capsys.readouterr().err
+
+
 def test_the_trainers_are_listed(capsys):
     assert main(["train", "hypernet", "--print-config"]) == 2
     err = capsys.readouterr().err

@@ -4,6 +4,7 @@ caller's own run, and refusals (the API's own) shown as errors that change nothi
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from types import SimpleNamespace
@@ -53,7 +54,7 @@ def form(name, steps, task_id: str = "", **changes) -> list:
               "steps": steps, "learn_rate": "0.01", "batch_size": 2, "gradient_step": 1, "training_width": 32.0,
               "training_height": 32.0, "shuffle_tags": False, "tag_drop_out": 0.0, "clip_grad_mode": "norm",
               "clip_grad_value": "1.0", "save_hypernetwork_every": 1, "create_image_every": 0, "preview_prompt": "",
-              **changes}
+              "save_optimizer_state": False, **changes}
     return [values[key] for key in HN_TRAIN_INPUTS] + [task_id]
 
 
@@ -164,3 +165,34 @@ def test_a_reloaded_page_follows_the_run_interrupts_it_and_shows_its_log(built):
     assert 1 <= step < 400
     assert log.startswith(f"Interrupted: {root / 'hypernetworks' / 'reload.pt'} holds step {step}")
     assert task_box.endswith(task_id) and task_box != task_id  # ended
+
+
+# After the tests above, which look at the whole hypernetworks folder
+def test_the_modules_follow_the_model_loaded_when_a_page_is_served(built, monkeypatch):
+    import mixkit.training.hn_trainer as hn_trainer
+
+    _, blocks, _ = built
+    sizes = component(blocks, "train_hn_sizes")
+    monkeypatch.setattr(hn_trainer, "attention_context_widths", lambda unet: [48, 96])  # another model loaded now
+    served = [value for _, value in page_props(blocks, "train_hn_sizes")["choices"]]
+    assert served == ["48", "96", "320", "640", "768", "1024", "1280"]
+    assert sizes.preprocess(["48", "96"]) == ["48", "96"]  # the new widths pass Gradio's choice check
+    assert sizes.preprocess(["32"]) == ["32"]  # and a page served before the switch still sends its own
+    with pytest.raises(gr.Error, match="not in the list of choices"):
+        sizes.preprocess(["33"])
+
+
+def test_the_optimizer_state_checkbox_writes_the_optim_beside_the_file(built):
+    state, blocks, root = built
+    assert component(blocks, "train_hn_save_optimizer_state").value is False  # the server's option, A1111's off
+    create(blocks, "moments")
+    *_, (_, log, _) = train(blocks, *form("moments", 1, save_optimizer_state=True))
+    assert log.startswith("Done:")
+    path = root / "hypernetworks" / "moments.pt"
+    saved = torch.load(path.with_name("moments.pt.optim"), weights_only=True)
+    assert saved["hash"] == hashlib.sha256(path.read_bytes()).hexdigest()[:10]
+    state.options.apply({"save_optimizer_state": True})
+    try:
+        assert page_props(blocks, "train_hn_save_optimizer_state")["value"] is True
+    finally:
+        state.options.apply({"save_optimizer_state": False})

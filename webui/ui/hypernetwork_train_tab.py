@@ -3,30 +3,30 @@ progress, Interrupt and the run's log; a run goes on when its page goes away and
 
 The handlers send A1111's create_hypernetwork and train_hypernetwork fields to the functions the HTTP API calls
 (`webui.hypernetwork_jobs`), so the tab can do nothing the API would refuse; the form only turns its widgets' values
-into those fields (the shared parts: `webui.ui.train_tab`).
+into those fields (the Train form is the embeddings' one: `webui.ui.train_run_form`). The Modules choices follow the
+loaded model: each page served offers its attention widths, as the other model lists are served afresh.
 """
 
 from __future__ import annotations
 
-import time
+from typing import TYPE_CHECKING
 
 import gradio as gr
 from webui.server_state import ServerState
-from webui.ui.errors import refused, show_warning
+from webui.ui.errors import refused
 from webui.ui.page_values import serve_props
-from webui.ui.progress_view import progress_html
-from webui.ui.reattach import (FollowedTab, checked_task_id, interrupt_own_job, registered_task, submit_js,
-                               task_box_for)
-from webui.ui.train_tab import (dataset_folders, follow_training, form_fields, run_settings_rows, served_choices,
-                                training_data_note, training_log)
-from webui.worker import QueueFullError
+from webui.ui.reattach import FollowedTab
+from webui.ui.train_tab import form_fields, served_choices
+
+if TYPE_CHECKING:
+    from webui.ui.train_run_form import TrainRunKind
 
 KIND = "train_hn"
 # The Train hypernetwork button's fields, in A1111's train_hypernetwork names, in the order it sends them.
 HN_TRAIN_INPUTS = ("hypernetwork_name", "data_root", "template_filename", "steps", "learn_rate", "batch_size",
                    "gradient_step", "training_width", "training_height", "shuffle_tags", "tag_drop_out",
                    "clip_grad_mode", "clip_grad_value", "save_hypernetwork_every", "create_image_every",
-                   "preview_prompt")
+                   "preview_prompt", "save_optimizer_state")
 # The Create hypernetwork button's fields, in A1111's create_hypernetwork names.
 HN_CREATE_INPUTS = ("name", "enable_sizes", "layer_structure", "activation_func", "weight_init", "add_layer_norm",
                     "use_dropout", "dropout_structure", "overwrite_old")
@@ -56,17 +56,51 @@ def width_choices(state: ServerState) -> list[str]:
     return [str(width) for width in sorted(widths)]
 
 
+def served_width_choices(state: ServerState, sizes: gr.CheckboxGroup) -> dict:
+    """The Modules choices a page served now shows (`width_choices` of the model loaded now). The checkbox group's
+    own choices grow to every width ever offered: Gradio refuses a ticked value outside them, and a page served
+    before a model switch may still send its widths (the create's own check then judges them)."""
+    offered = width_choices(state)
+    known = {value for _, value in sizes.choices}
+    sizes.choices = [(width, width) for width in sorted(known | set(offered), key=int)]
+    return served_choices(offered)
+
+
+def hypernetwork_run_kind() -> "TrainRunKind":
+    """The Train hypernetwork sub-tab's names and functions (`webui.ui.train_run_form`)."""
+    from webui.hypernetwork_jobs import submit_hypernetwork_training
+    from webui.ui.train_run_form import TrainRunKind
+
+    return TrainRunKind(prefix="train_hn_", what="hypernetwork", label="Hypernetwork", learn_rate="0.00001",
+                        learn_rate_label="Hypernetwork Learning rate (one rate, or A1111's 'rate:step, ...' schedule)",
+                        input_names=HN_TRAIN_INPUTS, choices=hypernetwork_names, fields=hn_train_fields,
+                        submit=submit_hypernetwork_training)
+
+
+def optimizer_state_row(state: ServerState) -> tuple:
+    """A1111's Settings > Training "Saves Optimizer state as separate *.optim file", per run here; it starts at the
+    server's option of that name."""
+    def option() -> bool:
+        return bool(state.options.get("save_optimizer_state"))
+
+    checkbox = gr.Checkbox(option(), elem_id="train_hn_save_optimizer_state",
+                           label="Save Optimizer state as separate *.optim file (a later run on the file continues it)")
+    serve_props(checkbox, lambda: {"value": option()})  # a page served after the option changed shows it
+    return (checkbox,)
+
+
 def build_hypernetwork_train_tabs(state: ServerState) -> FollowedTab:
     """The Create hypernetwork and Train hypernetwork sub-tabs; returns what a loading page needs to follow their
     training."""
     from mixkit.hypernetworks.shape import A1111_DEFAULT_WIDTHS, WEIGHT_INITS, buildable_activations
-    from mixkit.training.ti_templates import NAMED_TEMPLATES
-    from webui.hypernetwork_jobs import create_hypernetwork, submit_hypernetwork_training
+    from webui.hypernetwork_jobs import create_hypernetwork
+    from webui.ui.train_run_form import build_train_run_form, wire_train_run
 
     with gr.Tab("Create hypernetwork"):
         name = gr.Textbox(label="Name", elem_id="train_hn_new_name")
         sizes = gr.CheckboxGroup(width_choices(state), value=[str(width) for width in A1111_DEFAULT_WIDTHS],
                                  label="Modules", elem_id="train_hn_sizes")
+        serve_props(sizes, lambda: served_width_choices(state, sizes))
         layers = gr.Textbox("1, 2, 1", label="Enter hypernetwork layer structure", elem_id="train_hn_layers")
         activation = gr.Dropdown(buildable_activations(), value="linear", label="Select activation function of "
                                  "hypernetwork. Recommended : Swish / Linear(none)", elem_id="train_hn_activation")
@@ -80,31 +114,9 @@ def build_hypernetwork_train_tabs(state: ServerState) -> FollowedTab:
         overwrite = gr.Checkbox(label="Overwrite Old Hypernetwork", elem_id="train_hn_overwrite")
         create = gr.Button("Create hypernetwork", variant="primary", elem_id="train_hn_create")
         created = gr.Textbox(label="Result", interactive=False, elem_id="train_hn_create_result")
+    kind = hypernetwork_run_kind()
     with gr.Tab("Train hypernetwork"):
-        training_data_note(state)
-        with gr.Row():
-            # choices written into each page served, so one opened after a Create lists the new file
-            hypernetwork = gr.Dropdown(hypernetwork_names(state), label="Hypernetwork", allow_custom_value=True,
-                                       elem_id="train_hn_hypernetwork")
-            serve_props(hypernetwork, lambda: served_choices(hypernetwork_names(state)))
-            refresh = gr.Button("Refresh", elem_id="train_hn_refresh", scale=0)
-        data_root = gr.Dropdown(dataset_folders(state), label="Dataset directory (below the training data folder)",
-                                allow_custom_value=True, elem_id="train_hn_data_root")
-        serve_props(data_root, lambda: served_choices(dataset_folders(state)))
-        template = gr.Dropdown(NAMED_TEMPLATES.names(), value="style_filewords.txt", label="Prompt template",
-                               elem_id="train_hn_template")
-        with gr.Row():
-            steps = gr.Number(value=100000, precision=0, label="Max steps", elem_id="train_hn_steps")
-            learn_rate = gr.Textbox(value="0.00001", label="Hypernetwork Learning rate (one rate, or A1111's "
-                                    "'rate:step, ...' schedule)", elem_id="train_hn_learn_rate")
-        (batch_size, gradient_step, width, height, shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value,
-         save_every, image_every, preview_prompt) = run_settings_rows("train_hn_", "hypernetwork")
-        with gr.Row():
-            train = gr.Button("Train Hypernetwork", variant="primary", elem_id="train_hn_start")
-            interrupt = gr.Button("Interrupt", elem_id="train_hn_interrupt")
-        progress = gr.HTML(progress_html(0, "Idle"), elem_id="train_hn_progress")
-        log = gr.Textbox(label="Log", lines=5, interactive=False, elem_id="train_hn_log")
-        task_box = task_box_for(KIND)
+        form = build_train_run_form(state, kind, lambda: optimizer_state_row(state))
 
     def do_create(*values):
         arguments = dict(zip(HN_CREATE_INPUTS, values))
@@ -115,40 +127,6 @@ def build_hypernetwork_train_tabs(state: ServerState) -> FollowedTab:
             raise refused(str(error)) from None
         return f"Created hypernetwork {path}", gr.Dropdown(choices=hypernetwork_names(state), value=new_name)
 
-    def do_refresh():
-        return gr.Dropdown(choices=hypernetwork_names(state)), gr.Dropdown(choices=dataset_folders(state))
-
-    def do_train(request: gr.Request, *values_and_task_id):
-        *values, task_id = values_and_task_id
-        session = getattr(request, "session_hash", None)
-        form = dict(zip(HN_TRAIN_INPUTS, values))
-        if not form["hypernetwork_name"]:  # the API's own refusal speaks of its HTTP route
-            raise refused("Choose the hypernetwork to train under Hypernetwork (make one under Create hypernetwork "
-                          "first).")
-        try:
-            task_id = checked_task_id(state, task_id)
-            job = submit_hypernetwork_training(state, hn_train_fields(form), session=session,
-                                               keep_on_disconnect=True)
-        except (ValueError, TypeError) as error:
-            raise refused(str(error)) from None
-        except QueueFullError as error:
-            show_warning("Queue full: " + str(error), state)
-            yield progress_html(0, "Queue full - try again in a moment"), gr.skip(), gr.skip()
-            return
-        started = time.monotonic()
-        task = registered_task(state, task_id, KIND, job, request,
-                               lambda trained: training_log(trained, time.monotonic() - started, "Saved hypernetwork"))
-        yield from follow_training(state, task)
-
     create.click(do_create, inputs=[name, sizes, layers, activation, weight_init, layer_norm, use_dropout, dropouts,
-                                    overwrite], outputs=[created, hypernetwork])
-    refresh.click(do_refresh, outputs=[hypernetwork, data_root], queue=False)
-    train_inputs = [hypernetwork, data_root, template, steps, learn_rate, batch_size, gradient_step, width, height,
-                    shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value, save_every, image_every,
-                    preview_prompt, task_box]
-    outputs = [progress, log, task_box]
-    train.click(do_train, inputs=train_inputs, outputs=outputs, concurrency_limit=None,
-                js=submit_js(len(train_inputs)))
-
-    interrupt.click(interrupt_own_job(state), inputs=[task_box], queue=False)
-    return FollowedTab(KIND, task_box, outputs, lambda task: follow_training(state, task))
+                                    overwrite], outputs=[created, form.target])
+    return wire_train_run(state, kind, form)

@@ -1,5 +1,6 @@
 """A1111's Train tab: for textual inversion, Create embedding, then Train it on a dataset folder, with progress,
-Interrupt and the run's log (hypernetworks' sub-tabs: `webui.ui.hypernetwork_train_tab`, built from these parts). A run goes on when its page goes away; a reloaded page follows it by its task id
+Interrupt and the run's log (hypernetworks' sub-tabs: `webui.ui.hypernetwork_train_tab`; the Train form both use:
+`webui.ui.train_run_form`). A run goes on when its page goes away; a reloaded page follows it by its task id
 (`webui.ui.reattach`) and shows its log when it ends.
 
 The handlers send A1111's `train_embedding` fields to the same functions the HTTP API calls
@@ -8,17 +9,17 @@ The handlers send A1111's `train_embedding` fields to the same functions the HTT
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gradio as gr
 from webui.server_state import ServerState
-from webui.ui.errors import refused, show_warning
+from webui.ui.errors import refused
 from webui.ui.progress_view import progress_html, status_text
-from webui.ui.page_values import serve_props
-from webui.ui.reattach import (FollowedTab, checked_task_id, follow_ui_task, followed_task_id, page_owner,
-                               registered_task, submit_js, task_box_for)
-from webui.worker import QueueFullError
+from webui.ui.reattach import FollowedTab, follow_ui_task
+
+if TYPE_CHECKING:
+    from webui.ui.train_run_form import TrainRunKind
 
 # The tab's fields, in A1111's train_embedding names, in the order the Train button sends them.
 TRAIN_INPUTS = ("embedding_name", "data_root", "template_filename", "steps", "learn_rate", "batch_size",
@@ -134,39 +135,20 @@ def training_data_note(state: ServerState) -> None:
                     "`--training-data-dir FOLDER` and put each dataset in a folder below it.")
 
 
-def run_settings_rows(prefix: str, what: str) -> tuple:
-    """A1111's run settings rows, the same for embeddings and hypernetworks: batch size, gradient accumulation,
-    width / height, tag shuffling and dropout, gradient clipping, save / preview intervals and the preview prompt
-    (in that order), with `prefix` on their elem_ids and `what` in the save label."""
-    with gr.Row():
-        batch_size = gr.Number(value=1, precision=0, label="Batch size", elem_id=f"{prefix}batch_size")
-        gradient_step = gr.Number(value=1, precision=0, label="Gradient accumulation steps",
-                                  elem_id=f"{prefix}gradient_step")
-    with gr.Row():  # A1111's two sliders: a run may train at a width other than its height
-        width = gr.Slider(64, 2048, value=512, step=8, label="Width", elem_id=f"{prefix}training_width")
-        height = gr.Slider(64, 2048, value=512, step=8, label="Height", elem_id=f"{prefix}training_height")
-    with gr.Row():
-        shuffle_tags = gr.Checkbox(label="Shuffle tags by ',' when creating prompts", elem_id=f"{prefix}shuffle")
-        tag_drop_out = gr.Slider(0, 1, value=0, step=0.1, label="Drop out tags when creating prompts",
-                                 elem_id=f"{prefix}tag_drop_out")
-        clip_grad_mode = gr.Dropdown(["disabled", "norm"], value="disabled", label="Gradient clipping",
-                                     elem_id=f"{prefix}clip_grad_mode")
-        clip_grad_value = gr.Textbox(value="0.1", label="Clip to norm", elem_id=f"{prefix}clip_grad_value")
-    with gr.Row():
-        save_every = gr.Number(value=500, precision=0, label=f"Save a copy of {what} to log directory every N steps, "
-                               "0 to disable", elem_id=f"{prefix}save_every")
-        image_every = gr.Number(value=0, precision=0, label="Save an image to log directory every N steps, 0 to "
-                                "disable", elem_id=f"{prefix}image_every")
-    preview_prompt = gr.Textbox(label="Preview prompt (empty: the template's first line)",
-                                elem_id=f"{prefix}preview_prompt")
-    return (batch_size, gradient_step, width, height, shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value,
-            save_every, image_every, preview_prompt)
+def embedding_run_kind() -> "TrainRunKind":
+    """The Train sub-tab's names and functions for embeddings (`webui.ui.train_run_form`)."""
+    from webui.embedding_jobs import submit_embedding_training
+    from webui.ui.train_run_form import TrainRunKind
+
+    return TrainRunKind(prefix="train_", what="embedding", label="Embedding", learn_rate="0.005",
+                        learn_rate_label="Embedding Learning rate", input_names=TRAIN_INPUTS,
+                        choices=trainable_embeddings, fields=train_fields, submit=submit_embedding_training)
 
 
 def build_embedding_train_tabs(state: ServerState) -> FollowedTab:
     """The Create embedding and Train sub-tabs; returns what a loading page needs to follow their training."""
-    from mixkit.training.ti_templates import NAMED_TEMPLATES
-    from webui.embedding_jobs import create_embedding, submit_embedding_training
+    from webui.embedding_jobs import create_embedding
+    from webui.ui.train_run_form import build_train_run_form, wire_train_run
 
     with gr.Tab("Create embedding"):
         name = gr.Textbox(label="Name", elem_id="train_new_name")
@@ -175,32 +157,9 @@ def build_embedding_train_tabs(state: ServerState) -> FollowedTab:
         overwrite = gr.Checkbox(label="Overwrite Old Embedding", value=False, elem_id="train_overwrite")
         create = gr.Button("Create embedding", variant="primary", elem_id="train_create")
         created = gr.Textbox(label="Result", interactive=False, elem_id="train_create_result")
+    kind = embedding_run_kind()
     with gr.Tab("Train"):
-        training_data_note(state)
-        with gr.Row():
-            # Choices written into each page served, so one opened after a Create (or a file copied into the
-            # folder) lists it; Gradio checks a value against its build-time choices unless custom values are
-            # allowed, and the name is checked by the API's own check when Train is pressed.
-            embedding = gr.Dropdown(trainable_embeddings(state), label="Embedding", elem_id="train_embedding",
-                                    allow_custom_value=True)
-            serve_props(embedding, lambda: served_choices(trainable_embeddings(state)))
-            refresh = gr.Button("Refresh", elem_id="train_refresh", scale=0)
-        data_root = gr.Dropdown(dataset_folders(state), label="Dataset directory (below the training data folder)",
-                                allow_custom_value=True, elem_id="train_data_root")
-        serve_props(data_root, lambda: served_choices(dataset_folders(state)))
-        template = gr.Dropdown(NAMED_TEMPLATES.names(), value="style_filewords.txt", label="Prompt template",
-                               elem_id="train_template")
-        with gr.Row():
-            steps = gr.Number(value=100000, precision=0, label="Max steps", elem_id="train_steps")
-            learn_rate = gr.Textbox(value="0.005", label="Embedding Learning rate", elem_id="train_learn_rate")
-        (batch_size, gradient_step, width, height, shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value,
-         save_every, image_every, preview_prompt) = run_settings_rows("train_", "embedding")
-        with gr.Row():
-            train = gr.Button("Train Embedding", variant="primary", elem_id="train_start")
-            interrupt = gr.Button("Interrupt", elem_id="train_interrupt")
-        progress = gr.HTML(progress_html(0, "Idle"), elem_id="train_progress")
-        log = gr.Textbox(label="Log", lines=5, interactive=False, elem_id="train_log")
-        task_box = task_box_for("train")
+        form = build_train_run_form(state, kind)
 
     def do_create(new_name: str, text: str, count: float, replace: bool):
         try:
@@ -210,45 +169,5 @@ def build_embedding_train_tabs(state: ServerState) -> FollowedTab:
             raise refused(str(error)) from None
         return f"Created embedding {path}", gr.Dropdown(choices=trainable_embeddings(state), value=new_name)
 
-    def do_refresh():
-        return (gr.Dropdown(choices=trainable_embeddings(state)), gr.Dropdown(choices=dataset_folders(state)))
-
-    def do_train(request: gr.Request, *values_and_task_id):
-        # The session lets this page's Interrupt reach the run at once; the task id (made by the page, the last
-        # input) lets a reloaded page follow it: the run goes on when the page goes away.
-        *values, task_id = values_and_task_id
-        session = getattr(request, "session_hash", None)
-        form = dict(zip(TRAIN_INPUTS, values))
-        if not form["embedding_name"]:  # the API's own refusal of a missing name speaks of its HTTP route
-            raise refused("Choose the embedding to train under Embedding (make one under Create embedding first).")
-        try:
-            task_id = checked_task_id(state, task_id)
-            job = submit_embedding_training(state, train_fields(form), session=session, keep_on_disconnect=True)
-        except (ValueError, TypeError) as error:
-            raise refused(str(error)) from None
-        except QueueFullError as error:
-            show_warning("Queue full: " + str(error), state)
-            yield progress_html(0, "Queue full - try again in a moment"), gr.skip(), gr.skip()
-            return
-        started = time.monotonic()
-        # the log is written when the run ends, on the worker's thread, whether or not a page follows it
-        task = registered_task(state, task_id, "train", job, request,
-                               lambda trained: training_log(trained, time.monotonic() - started))
-        yield from follow_training(state, task)
-
-    create.click(do_create, inputs=[name, init_text, vectors, overwrite], outputs=[created, embedding])
-    refresh.click(do_refresh, outputs=[embedding, data_root], queue=False)
-    train_inputs = [embedding, data_root, template, steps, learn_rate, batch_size, gradient_step, width, height,
-                    shuffle_tags, tag_drop_out, clip_grad_mode, clip_grad_value, save_every, image_every,
-                    preview_prompt, task_box]
-    outputs = [progress, log, task_box]
-    train.click(do_train, inputs=train_inputs, outputs=outputs, concurrency_limit=None,
-                js=submit_js(len(train_inputs)))
-
-    # The page sends the task it follows, which reaches a run started before a reload (another session).
-    def interrupt_own_job(request: gr.Request, task_box: str = "") -> None:
-        state.interrupt_session(getattr(request, "session_hash", None))
-        state.tasks.interrupt(followed_task_id(task_box), page_owner(request))
-
-    interrupt.click(interrupt_own_job, inputs=[task_box], queue=False)
-    return FollowedTab("train", task_box, outputs, lambda task: follow_training(state, task))
+    create.click(do_create, inputs=[name, init_text, vectors, overwrite], outputs=[created, form.target])
+    return wire_train_run(state, kind, form)

@@ -4,6 +4,7 @@ step, A1111's stepped learning rate applies per step, and bad settings fail befo
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -181,8 +182,6 @@ def test_template_lines_make_the_captions_with_filewords_and_the_name(tmp_path):
 
 
 def test_the_base_model_is_recorded_as_a1111_records_it(tmp_path, tiny_sd1_dir):
-    import hashlib
-
     single = tmp_path / "base-v1.safetensors"
     single.write_bytes(b"weights")
     assert checkpoint_identity(single, None) == (hashlib.sha256(b"weights").hexdigest()[:10], "base-v1")
@@ -202,3 +201,45 @@ def test_resume_continues_bit_for_bit_with_dropout_and_a_stepped_rate(tiny_sd1_d
     assert resumed.first_step == 2 and resumed.losses == straight.losses[2:]
     a, b = (torch.load(path, weights_only=True) for path in (straight.output, resumed.output))
     assert b["step"] == 4 and all(torch.equal(a[64][i][key], b[64][i][key]) for i in (0, 1) for key in a[64][i])
+
+
+def _trained_tensors(path) -> dict[str, torch.Tensor]:
+    data = torch.load(path, weights_only=True)
+    return {f"{width}.{i}.{key}": value for width in (32, 64) for i in (0, 1) for key, value in data[width][i].items()}
+
+
+def test_continuing_a_file_with_its_optim_equals_one_unbroken_run(tiny_sd1_dir, colour_dataset, tmp_path,
+                                                                   sd1_model):
+    # 4 steps over epochs of 2 batches, with dropout: the continued run must take the data, noise and dropout of
+    # steps 3-4 and the optimizer's moments after step 2
+    shape = dict(use_dropout=True, dropout_structure="0, 0.3, 0")
+    straight = train_hypernetwork(_config(tiny_sd1_dir, colour_dataset, tmp_path / "a" / "h.pt", max_steps=4,
+                                          save_optimizer_state=True, **shape), model=sd1_model)
+    first = train_hypernetwork(_config(tiny_sd1_dir, colour_dataset, tmp_path / "b" / "h.pt", max_steps=2,
+                                       save_optimizer_state=True, **shape), model=sd1_model)
+    half = Path(first.output)
+    saved = torch.load(half.with_name("h.pt.optim"), weights_only=True)
+    assert saved["optimizer_name"] == "AdamW"  # A1111's keys and torch class name
+    assert saved["hash"] == hashlib.sha256(half.read_bytes()).hexdigest()[:10]
+    assert {int(state["step"]) for state in saved["optimizer_state_dict"]["state"].values()} == {2}
+    untouched = half.with_name("copy.pt")
+    untouched.write_bytes(half.read_bytes())  # the half-way file, continued below without its .optim
+
+    continued = train_hypernetwork(_config(tiny_sd1_dir, colour_dataset, half, hypernetwork=str(half), max_steps=2,
+                                           enable_sizes=HypernetworkShape().enable_sizes, save_optimizer_state=True),
+                                   model=sd1_model)
+    assert continued.losses == straight.losses[2:]
+    a, b = _trained_tensors(straight.output), _trained_tensors(continued.output)
+    assert [key for key in a if not torch.equal(a[key], b[key])] == []
+    assert torch.load(continued.output, weights_only=True)["step"] == 4
+    optim_a, optim_b = (torch.load(Path(path).with_name("h.pt.optim"), weights_only=True)["optimizer_state_dict"]
+                        for path in (straight.output, continued.output))
+    assert all(torch.equal(optim_a["state"][i][key], optim_b["state"][i][key])
+               for i in optim_a["state"] for key in ("exp_avg", "exp_avg_sq", "step"))
+
+    # without the .optim the optimizer starts afresh (A1111's behaviour), and the run is not the unbroken one
+    fresh = train_hypernetwork(_config(tiny_sd1_dir, colour_dataset, untouched, hypernetwork=str(untouched),
+                                       max_steps=2, enable_sizes=HypernetworkShape().enable_sizes), model=sd1_model)
+    assert fresh.losses[0] == straight.losses[2]  # same weights, data and noise for the first continued step
+    assert fresh.losses[1] != straight.losses[3]
+    assert not untouched.with_name("copy.pt.optim").exists()  # save_optimizer_state is off by default
