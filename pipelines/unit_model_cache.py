@@ -5,8 +5,12 @@ sd-webui-controlnet keeps its unit models in one cache whose size is the setting
 `UnitModelCache` holds a server's ControlNets, IP-Adapter weights and CLIP image encoders (each one place), at most
 `size` of them, the least recently used evicted first. Two differences from the extension, both what its users ask
 for: the extension drops the oldest *loaded* model (its OrderedDict is never reordered on a hit), here the least
-recently *used*; and a model the running job has used (`in_job`) is never evicted before the job ends, so a job with
-more units than places does not read its own models twice: the cache holds more during it and is trimmed after.
+recently *used*; and while a job runs (`in_job`) nothing is evicted to make room, the cache is trimmed when it ends.
+Why: a job's models are looked up one after the other (its ControlNets, then each adapter's weights and encoder), so
+evicting at each load throws out the model the same job asks for next. With size 2, a job with a ControlNet and an
+IP-Adapter (three models) read all three again at every run that way; trimmed after the job, the next identical job
+reads one. The job holds its models anyway while it runs; a size lowered meanwhile (`resize`) evicts at once the
+models it has not used.
 
 Size 0 keeps nothing between jobs (the extension's code skips caching at 0 too); `size=None` is unbounded (a
 pipeline's own store in the Python API, which keeps what it loaded as diffusers does). Each entry may carry the
@@ -72,14 +76,15 @@ class UnitModelCache:
             return found[0]
 
     def put(self, key: Hashable, model: Any, *, family_width: int | None = None) -> Any:
-        """Keep `model` under `key` as the most recently used (pinned while a job runs), evicting the least recently
-        used unpinned models beyond the size; returns `model` (kept or not: at size 0 it is only the caller's)."""
+        """Keep `model` under `key` as the most recently used, evicting the least recently used models beyond the
+        size (while a job runs: when it ends); returns `model` (kept or not: at size 0 it is only the caller's)."""
         with self._lock:
             self._entries[key] = (model, family_width)
             self._entries.move_to_end(key)
             if self._jobs:
                 self._pinned.add(key)
-            self._trim()
+            else:
+                self._trim()
         return model
 
     def forget(self, which: Callable[[Hashable], bool]) -> int:
@@ -105,7 +110,8 @@ class UnitModelCache:
 
     @contextmanager
     def in_job(self) -> Iterator[None]:
-        """Around a job: the models it uses stay until it ends, then the cache is trimmed to its size."""
+        """Around a job: nothing is evicted to make room until it ends (`resize` evicts only the models it has not
+        used), then the least recently used go down to the size."""
         with self._lock:
             self._jobs += 1
         try:

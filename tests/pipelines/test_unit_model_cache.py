@@ -48,12 +48,29 @@ def test_models_the_running_job_used_are_never_evicted_and_the_cache_is_trimmed_
     assert cache.keys() == ["a", "b"]  # after it: the least recently used of them goes
 
 
-def test_an_unpinned_model_is_evicted_during_a_job_before_the_pinned_ones():
-    cache = filled(UnitModelCache(2), "idle", "used")
+def test_a_job_run_again_reads_one_model_not_all_when_it_uses_more_than_the_size():
+    cache, loads = UnitModelCache(2), []
+
+    def job(*keys):
+        with cache.in_job():
+            for key in keys:
+                if cache.get(key) is None:
+                    loads.append(key)
+                    cache.put(key, f"model {key}")
+
+    job("controlnet", "adapter", "encoder")
+    assert loads == ["controlnet", "adapter", "encoder"] and cache.keys() == ["adapter", "encoder"]
+    job("controlnet", "adapter", "encoder")  # evicting at each load would read all three again
+    assert loads == ["controlnet", "adapter", "encoder", "controlnet"]
+
+
+def test_a_size_lowered_during_a_job_evicts_what_it_has_not_used():
+    cache = filled(UnitModelCache(3), "idle", "used")
     with cache.in_job():
         cache.get("used")
         cache.put("new", "model new")
-        assert cache.keys() == ["used", "new"]  # "idle" is older than "used" and not the job's
+        assert cache.resize(1) == 1 and cache.keys() == ["used", "new"]  # "idle" is not the job's
+    assert cache.keys() == ["new"]
 
 
 def test_resize_evicts_the_least_recently_used_now_and_keeps_the_running_jobs_models():
