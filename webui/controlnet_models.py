@@ -116,7 +116,11 @@ class ControlNetModels:
         (useless with it); image encoders and the models of its family stay. Returns how many were dropped."""
         from pipelines.controlnet.family import family_of_config
 
-        return self.cache.keep_family(family_of_config(unet_config).cross_attention_dim)
+        try:
+            width = family_of_config(unet_config).cross_attention_dim
+        except ValueError:  # a UNet config without a readable width: its units' own checks refuse what does not fit
+            return 0
+        return self.cache.keep_family(width)
 
     def release(self) -> int:
         """Forget the loaded ControlNets and IP-Adapters (weights and image encoders), as unload-checkpoint frees the
