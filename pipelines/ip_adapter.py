@@ -266,7 +266,12 @@ class IPAdapterMixin:
                 encoder_folder = resolve_image_encoder(source, file, local_files_only)
                 encoder = store.encoder(encoder_folder, self.model.device, self.model.unet.dtype)
             adapter = LoadedIPAdapter(source.name, state, *encoder, kind)
-            check_adapter_fits(adapter, self.model.unet)  # a misfit stays in the store: it may fit another model
+            try:
+                check_adapter_fits(adapter, self.model.unet)  # a misfit stays in the store: it may fit another model
+            except ValueError as error:
+                if source.unit is None:
+                    raise
+                raise ValueError(f"{source.unit}: {error}") from None  # named as the unit's other errors are
             adapters.append(adapter)
         return adapters
 

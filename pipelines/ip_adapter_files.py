@@ -10,7 +10,7 @@ mixkit's safe checkpoint reader (`mixkit.io.loading`), never a plain `torch.load
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +27,16 @@ class IPAdapterSource:
 
     `source`: a weights file, a folder, or a hub id ("h94/IP-Adapter"); `subfolder` and `weight_name` pick the file
     inside a folder or repo; `image_encoder_folder`: a CLIP vision folder, a hub id, or (as diffusers) a folder name
-    relative to `subfolder` of the source, by default `image_encoder` beside the weights.
+    relative to `subfolder` of the source, by default `image_encoder` beside the weights. `unit`: how errors name the
+    ControlNet unit the adapter came from ("controlnet unit 1"), None for the Python API's adapters; it takes no part
+    in comparing sources.
     """
 
     source: str | os.PathLike
     subfolder: str | None = None
     weight_name: str | None = None
     image_encoder_folder: str | os.PathLike | None = DEFAULT_IMAGE_ENCODER_FOLDER
+    unit: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, value: Any) -> "IPAdapterSource":

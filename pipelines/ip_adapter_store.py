@@ -4,7 +4,9 @@ Why a store apart from the pipeline: a server builds a new pipeline object for e
 cache inside the pipeline read the adapter file and loaded the image encoder again at each job. A store outlives
 the pipelines that read through it (`IPAdapterMixin.use_ip_adapter_store`). Entries are keyed by the resolved path,
 size and modification time of the files read, so a replaced file is read again, and `release()` frees everything
-(a server calls it with its other unit models, at unload-checkpoint).
+(a server calls it with its other unit models, at unload-checkpoint). The weights and encoders live in a
+`pipelines.unit_model_cache.UnitModelCache`: a server's store shares its ControlNets' (one size limit for both, as
+sd-webui-controlnet has); a store made alone keeps everything it read.
 
 `shape()` answers what a request check needs (the family, the embedding width the adapter reads, plain or plus)
 without loading tensors where it can: a `.safetensors` adapter from its header, a pickled `.bin` by reading it once
@@ -18,6 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mixkit.errors import CheckpointFormatError
+from pipelines.unit_model_cache import UnitModelCache
+
+WEIGHTS = "ip-adapter weights"  # the first part of this store's keys in the shared cache
+ENCODER = "ip-adapter image encoder"
 
 
 @dataclass(frozen=True)
@@ -43,13 +49,15 @@ def folder_version(folder: Path) -> tuple:
 
 class IPAdapterStore:
     """Adapter weights (CPU, as read) by file version, their shapes, and image encoders by folder version, device
-    and dtype. Thread-safe: request threads ask for shapes while the generation worker reads weights."""
+    and dtype. Thread-safe: request threads ask for shapes while the generation worker reads weights.
 
-    def __init__(self) -> None:
+    `cache`: where weights and encoders are kept (a server's, shared with its ControlNets and bounded by its
+    `control_net_model_cache_size`); None: an unbounded one of this store. Shapes are a few numbers: always kept."""
+
+    def __init__(self, cache: UnitModelCache | None = None) -> None:
         self._lock = threading.Lock()
-        self._weights: dict[tuple, tuple[dict, str]] = {}
+        self._models = cache if cache is not None else UnitModelCache(size=None)
         self._shapes: dict[tuple, AdapterShape] = {}
-        self._encoders: dict[tuple, tuple] = {}
 
     def weights(self, file: Path, name: str) -> tuple[dict, str]:
         """({"image_proj", "ip_adapter"} state, kind) of an adapter file, read on first use of this version;
@@ -58,18 +66,20 @@ class IPAdapterStore:
         from pipelines.ip_adapter_layers import adapter_kind, cross_dim_of, encoder_dim_needed
 
         key = file_version(file)
-        with self._lock:
-            if key in self._weights:
-                return self._weights[key]
+        kept = self._models.get((WEIGHTS, key))
+        if kept is not None:
+            return kept
         state = ip_adapter_files.read_ip_adapter_weights(file)  # outside the lock: a big file takes a while
         if file.suffix.lower() != ".safetensors":
             state = _owned(state)
         kind = adapter_kind(name, state["image_proj"])
         shape = AdapterShape(cross_dim_of(state, kind), encoder_dim_needed(state, kind), kind)
+        self._models.forget(lambda old: old[0] == WEIGHTS and old[1][0] == key[0] and old[1] != key)
         with self._lock:
-            self._forget_other_versions(key)
-            self._weights[key], self._shapes[key] = (state, kind), shape
-        return state, kind
+            for old in [old for old in self._shapes if old[0] == key[0] and old != key]:
+                del self._shapes[old]
+            self._shapes[key] = shape
+        return self._models.put((WEIGHTS, key), (state, kind), family_width=shape.cross_dim)
 
     def shape(self, file: Path, name: str) -> AdapterShape:
         """The adapter's `AdapterShape`: remembered, else from a `.safetensors` header, else the file read once
@@ -92,37 +102,29 @@ class IPAdapterStore:
         first use of this folder version there."""
         from pipelines import ip_adapter_files
 
-        key = (folder_version(folder), str(device), str(dtype))
-        with self._lock:
-            if key in self._encoders:
-                return self._encoders[key]
+        key = (ENCODER, folder_version(folder), str(device), str(dtype))
+        kept = self._models.get(key)
+        if kept is not None:
+            return kept
         loaded = ip_adapter_files.load_image_encoder(folder, device, dtype)
-        with self._lock:
-            stale = [old for old in self._encoders if old[0][0] == key[0][0] and old[0] != key[0]]
-            for old in stale:  # the folder's files changed: the old encoder is never asked for again
-                del self._encoders[old]
-            self._encoders[key] = loaded
-        return loaded
+        # the folder's files changed: the old encoder is never asked for again
+        self._models.forget(lambda old: old[0] == ENCODER and old[1][0] == key[1][0] and old[1] != key[1])
+        return self._models.put(key, loaded)  # no family: one CLIP encoder serves SD 1.5 and SDXL adapters
 
     def release(self) -> int:
         """Forget every adapter and encoder (their memory goes back once no running call holds them); returns how
         many weights files and encoders were held."""
         with self._lock:
-            count = len(self._weights) + len(self._encoders)
-            self._weights.clear()
             self._shapes.clear()
-            self._encoders.clear()
-        return count
+        return self._models.forget(_is_own_key)
 
     def __len__(self) -> int:
         """Weights files and encoders held (shapes alone hold no tensors)."""
-        with self._lock:
-            return len(self._weights) + len(self._encoders)
+        return sum(1 for key in self._models.keys() if _is_own_key(key))
 
-    def _forget_other_versions(self, key: tuple) -> None:
-        for table in (self._weights, self._shapes):
-            for old in [old for old in table if old[0] == key[0] and old != key]:
-                del table[old]
+
+def _is_own_key(key) -> bool:
+    return isinstance(key, tuple) and bool(key) and key[0] in (WEIGHTS, ENCODER)
 
 
 def _owned(state: dict) -> dict:

@@ -172,7 +172,9 @@ def _check_adapter_file(label: str, weights: Path, models) -> None:
     family check and the job do not read the file again."""
     from pipelines.ip_adapter_store import IPAdapterStore
 
-    store = getattr(models, "ip_adapters", None) or IPAdapterStore()
+    store = getattr(models, "ip_adapters", None)
+    if store is None:  # not `or`: an empty store is falsy (len 0), and what this check reads must stay in it
+        store = IPAdapterStore()
     try:
         store.shape(weights, weights.stem)
     except (ValueError, OSError) as error:  # CheckpointFormatError, UnsafeCheckpointError: ValueErrors
@@ -233,8 +235,8 @@ def ip_adapter_fields(specs: list[IPAdapterUnitSpec], init_image=None) -> dict:
             raise ValueError(f"{spec.label}: an IP-Adapter unit needs 'image', the reference picture (only img2img "
                              "falls back to its init image).")
         images.append(list(spec.images) or [init_image])
-    fields = {"ip_adapter": [IPAdapterSource(str(spec.weights), image_encoder_folder=str(spec.encoder.resolve()))
-                             for spec in specs],
+    fields = {"ip_adapter": [IPAdapterSource(str(spec.weights), image_encoder_folder=str(spec.encoder.resolve()),
+                                             unit=spec.label) for spec in specs],
               "ip_adapter_image": images, "ip_adapter_scale": [spec.weight for spec in specs],
               "ip_adapter_guidance": [(spec.guidance_start, spec.guidance_end) for spec in specs]}
     if any(spec.region_mask is not None for spec in specs):  # one mask for the unit's one picture
@@ -257,7 +259,7 @@ def check_ip_adapter_families(sources: list, holder, entry=None, store=None) -> 
     from pipelines.ip_adapter_store import IPAdapterStore
     from webui.controlnet_models import checkpoint_family
 
-    store = store or IPAdapterStore()
+    store = IPAdapterStore() if store is None else store  # not `or`: an empty store is falsy (len 0)
     target = checkpoint_family(holder, entry)
     for source in sources:
         file = Path(source.source)
@@ -267,10 +269,12 @@ def check_ip_adapter_families(sources: list, holder, entry=None, store=None) -> 
             shape = store.shape(file, source.name)
         except (OSError, ValueError):
             continue  # the load reports it
+        # named by its unit, as the unit's other errors are ("controlnet unit 1: ..."); the Python API's by its file
         name = f"{source.name!r} ({file.name})"
+        unit = f"{source.unit}: " if getattr(source, "unit", None) else ""
         if target is not None and target[0].cross_attention_dim != shape.cross_dim:
             family, title = target
-            raise ValueError(f"IP-Adapter {name} is made for {FAMILY_OF_CROSS_DIM.get(shape.cross_dim, 'a model')} "
+            raise ValueError(f"{unit}IP-Adapter {name} is made for {FAMILY_OF_CROSS_DIM.get(shape.cross_dim, 'a model')} "
                              f"(cross-attention width {shape.cross_dim}), but checkpoint {title!r} is "
                              f"{family.label}; use an adapter for that family (h94/IP-Adapter: models/ for SD 1.5, "
                              "sdxl_models/ for SDXL).")
@@ -282,7 +286,7 @@ def check_ip_adapter_families(sources: list, holder, entry=None, store=None) -> 
         config = config.get("vision_config", config)
         given = config.get("projection_dim" if shape.kind == "plain" else "hidden_size")
         if given is not None and given != shape.encoder_dim:
-            raise ValueError(f"IP-Adapter {name} reads {shape.encoder_dim}-wide image embeddings but the encoder "
+            raise ValueError(f"{unit}IP-Adapter {name} reads {shape.encoder_dim}-wide image embeddings but the encoder "
                              f"{str(config_file.parent)!r} gives {given}; put the encoder it was trained with "
                              "beside it (ViT-H as image_encoder_clip_h/, ViT-bigG as image_encoder_clip_g/) and pick "
                              "the matching module (ip-adapter_clip_h / ip-adapter_clip_g).")

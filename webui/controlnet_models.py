@@ -2,13 +2,22 @@
 
 As for checkpoints, requests name a model (as sd-webui-controlnet's `model` field does, with or
 without its " [hash]" suffix); they never pass a path.
+
+Loaded models are kept by file version (resolved path, size, modification time; a diffusers folder's every file), not
+by name, so a file replaced under the same name is read again. They share one `pipelines.unit_model_cache` with the
+folder's IP-Adapters, bounded by sd-webui-controlnet's `control_net_model_cache_size`. A checkpoint switch keeps the
+models made for the new checkpoint's family and drops the others (`keep_for_checkpoint`: an SD 1.5 ControlNet cannot
+run with an SDXL checkpoint, and the next SD 1.5 checkpoint reads it again); unload-checkpoint frees them all.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
+
+from pipelines.unit_model_cache import DEFAULT_CACHE_SIZE, UnitModelCache
 
 SUFFIXES = (".safetensors", ".pth", ".pt", ".ckpt", ".bin")
 
@@ -19,19 +28,26 @@ def _without_hash_suffix(name: str) -> str:
     return stem.strip() if bracket and rest.endswith("]") else name
 
 
+CONTROLNET = "controlnet"  # the first part of a ControlNet's key in the shared cache
+
+
 class ControlNetModels:
-    def __init__(self, folder: str | os.PathLike) -> None:
+    """The folder's ControlNets and IP-Adapters by name, and the loaded ones kept between jobs (`cache`, at most
+    `cache_size` models, the server's `control_net_model_cache_size`; None: no limit, a command line's one job)."""
+
+    def __init__(self, folder: str | os.PathLike, *, cache_size: int | None = DEFAULT_CACHE_SIZE) -> None:
         self.folder = Path(folder).expanduser()
         if not self.folder.is_dir():
             raise NotADirectoryError(f"ControlNet folder {str(self.folder)!r} does not exist; create it or fix --controlnet-dir.")
-        self._loaded: dict[str, object] = {}
+        self.cache = UnitModelCache(cache_size)
         self._families: dict[tuple, object] = {}  # (path, size, mtime) -> ModelFamily | None
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()  # apart: a family check (a request thread) need not wait for a load
         from pipelines.ip_adapter_store import IPAdapterStore
 
         # the folder's IP-Adapter files (sd-webui-controlnet keeps them here) and their image encoders, read once per
-        # file version and kept between jobs like the ControlNets; a job's pipeline reads through it
-        self.ip_adapters = IPAdapterStore()
+        # file version and kept between jobs in the same cache as the ControlNets; a job's pipeline reads through it
+        self.ip_adapters = IPAdapterStore(self.cache)
 
     def sources(self) -> dict[str, Path]:
         """name -> file or diffusers folder, rescanned on every call (the folder is small). IP-Adapter files are listed
@@ -63,38 +79,62 @@ class ControlNetModels:
     def family(self, name: str):
         """The model family the named ControlNet is made for (`pipelines.controlnet.family.ModelFamily`), read from
         its config or tensor shapes without loading it (remembered per file version); None when that cannot be told."""
-        from pipelines.controlnet.family import family_of_config, read_family
+        from pipelines.controlnet.family import read_family
 
-        with self._lock:
-            if name in self._loaded:
-                return family_of_config(self._loaded[name].config)
         path = self.sources().get(name)
         if path is None:  # removed since the request named it: the job's load reports that
             return None
         stat = (path / "config.json" if path.is_dir() else path).stat()
         key = (str(path), stat.st_size, stat.st_mtime_ns)
-        if key not in self._families:
-            self._families[key] = read_family(path)
-        return self._families[key]
+        with self._lock:
+            if key not in self._families:
+                self._families[key] = read_family(path)
+            return self._families[key]
 
     def load(self, name: str, base_unet):
-        """The loaded ControlNetModel for a resolved name (cached; single files get their config from `base_unet`)."""
+        """The loaded ControlNetModel for a resolved name, kept per file version (a file replaced under the same name
+        is read again) and, for a single file, per the config it takes from `base_unet`."""
         from pipelines.controlnet import load_controlnet
+        from pipelines.controlnet.family import family_of_config
+        from pipelines.ip_adapter_store import file_version, folder_version
 
-        with self._lock:
-            if name not in self._loaded:
-                model = load_controlnet(self.sources()[name], base_unet=base_unet)
+        path = self.sources()[name]
+        version = folder_version(path) if path.is_dir() else file_version(path)
+        key = (CONTROLNET, name, version, None if path.is_dir() else _derived_config(base_unet))
+        with self._load_lock:  # one load at a time: two requests for one model read it once
+            model = self.cache.get(key)
+            if model is None:
+                model = load_controlnet(path, base_unet=base_unet)
                 model.register_to_config(_name_or_path=name)
-                self._loaded[name] = model
-            return self._loaded[name]
+                # the same name's other versions are never asked for again
+                self.cache.forget(lambda old: old[0] == CONTROLNET and old[1] == name and old != key)
+                self.cache.put(key, model, family_width=family_of_config(model.config).cross_attention_dim)
+            return model
+
+    def keep_for_checkpoint(self, unet_config) -> int:
+        """After a checkpoint load: drop the ControlNets and IP-Adapters made for another family than its UNet's
+        (useless with it); image encoders and the models of its family stay. Returns how many were dropped."""
+        from pipelines.controlnet.family import family_of_config
+
+        try:
+            width = family_of_config(unet_config).cross_attention_dim
+        except ValueError:  # a UNet config without a readable width: its units' own checks refuse what does not fit
+            return 0
+        return self.cache.keep_family(width)
 
     def release(self) -> int:
         """Forget the loaded ControlNets and IP-Adapters (weights and image encoders), as unload-checkpoint frees the
         server's models; the next unit reads its files again. Returns how many models were held."""
-        with self._lock:
-            count = len(self._loaded)
-            self._loaded.clear()
+        count = self.cache.forget(lambda key: key[0] == CONTROLNET)
         return count + self.ip_adapters.release()
+
+
+def _derived_config(base_unet) -> str:
+    """The config a single-file ControlNet takes from the checkpoint's UNet, as a key: two checkpoints of one family
+    share the loaded model, another family's needs its own."""
+    from pipelines.controlnet.loading import controlnet_config_from_unet
+
+    return json.dumps(controlnet_config_from_unet(base_unet.config), sort_keys=True, default=str)
 
 
 def check_unit_families(models: ControlNetModels, specs: list, holder, entry=None) -> None:

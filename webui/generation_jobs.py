@@ -8,7 +8,7 @@ what the infotext and the API response need to know about the model that made th
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -56,7 +56,9 @@ def generation_job(state, kind: str, params, *, save: bool, checkpoint: Checkpoi
     """
 
     def run(control, on_step) -> GenerationOutcome:
-        with checkpoint_for_job(state, checkpoint, restore=restore_checkpoint):
+        # the unit models this job uses stay in the server's cache until it ends (`pipelines.unit_model_cache`)
+        in_job = state.controlnets.cache.in_job() if getattr(state, "controlnets", None) is not None else nullcontext()
+        with in_job, checkpoint_for_job(state, checkpoint, restore=restore_checkpoint):
             return generate(control, on_step)
 
     def generate(control, on_step) -> GenerationOutcome:

@@ -22,6 +22,7 @@ from pipelines.sampler_parameters import INTEGERS as _SAMPLER_INTEGERS
 from pipelines.sampler_parameters import NUMBERS as _SAMPLER_NUMBERS
 from pipelines.sampler_parameters import SamplerParameters, check_sampler_parameters, parameters_from_values
 from pipelines.uncond_skip import UncondSkip, check_uncond_skip
+from pipelines.unit_model_cache import CACHE_SIZE_KEY, DEFAULT_CACHE_SIZE, check_cache_size
 from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_generation_defaults, check_option_value,
                                        defaults_from_options, options_from_defaults)
 from webui.interrogate_options import (DEEPBOORU_OPTION_DEFAULTS, INTERROGATE_OPTION_DEFAULTS, INTERROGATE_OPTION_KEYS,
@@ -328,6 +329,8 @@ SETTABLE = {
     "font": _check_font_option,
     "show_progress_every_n_steps": _check_preview_every,
     "control_net_unit_count": _check_unit_count,  # sd-webui-controlnet's key; the UI uses it when it is built
+    # sd-webui-controlnet's too: how many ControlNet / IP-Adapter models stay loaded (pipelines.unit_model_cache)
+    CACHE_SIZE_KEY: check_cache_size,
     # A1111's Settings > Optimizations: skip the negative prompt on some steps (approximate; see pipelines.uncond_skip)
     **{key: _check_uncond_skip(key) for key in UNCOND_SKIP_KEYS},
     "eta_ancestral": _check_eta("eta_ancestral"),
@@ -409,6 +412,7 @@ class ServerOptions:
             "show_progress_every_n_steps": preview_every,
             **SAMPLER_OPTION_DEFAULTS,
             "control_net_unit_count": DEFAULT_CONTROLNET_UNITS,
+            CACHE_SIZE_KEY: DEFAULT_CACHE_SIZE,
             **UPSCALER_TILING_DEFAULTS,
             SWIN_COMPILE_KEY: False,
             DAT_ENABLED_KEY: list(DAT_RELEASE_NAMES),
@@ -425,6 +429,12 @@ class ServerOptions:
         saved = self._read_saved(settings_file) if settings_file else {}
         self._values.update(saved)
         self._chosen = set(saved)  # keys the user chose: in the settings file, or changed since
+        self._watchers: dict[str, list] = {}  # key -> callbacks told each new value (`watch`)
+
+    def watch(self, key: str, callback) -> None:
+        """Call `callback(value)` after every `apply` that sets `key` (an API POST or the Settings tab), so what
+        holds a setting's effect (a cache's size) follows it at once, not at its next use."""
+        self._watchers.setdefault(key, []).append(callback)
 
     def adopt_native_size(self, size: int) -> None:
         """Make the size defaults the user has not chosen the loaded model's native size (64 px for mixkit-tiny-sd,
@@ -580,6 +590,9 @@ class ServerOptions:
                 set_model_upscaler_tiling(*pair, option=option)  # the registered files' entries tile this way now
         if SWIN_COMPILE_KEY in checked:
             set_swinir_compile(checked[SWIN_COMPILE_KEY])
+        for key, value in checked.items():
+            for callback in self._watchers.get(key, ()):
+                callback(value)
 
     def _read_saved(self, path: str) -> dict[str, Any]:
         """The known keys of the settings file, each checked as an API change would be; ValueError naming file and key."""

@@ -134,13 +134,18 @@ class ServerModels:
 
     def _after_load(self, title: str, *, remember: bool, keep_vae_choice: bool = False) -> None:
         """What every load of a checkpoint is followed by: the size defaults the user has not chosen follow its
-        native size, the chosen `sd_vae` is put on it (A1111 keeps it across switches), and with `remember` its
-        title is saved for the next start.
+        native size, the ControlNets and IP-Adapters kept from earlier jobs stay only if made for its family (an SD
+        1.5 ControlNet cannot run with an SDXL checkpoint; one of the same family is not read again), the chosen
+        `sd_vae` is put on it (A1111 keeps it across switches), and with `remember` its title is saved for the next
+        start.
 
         A chosen VAE that does not fit leaves the checkpoint its own VAE, and `sd_vae` then says "Automatic",
         unless `keep_vae_choice`: a request's own checkpoint is loaded for one job, and the server's checkpoint,
         put back after it, must get the user's VAE back."""
-        self.options.adopt_native_size(self.holder.txt2img().model.native_size)
+        model = self.holder.txt2img().model
+        self.options.adopt_native_size(model.native_size)
+        if self.controlnets is not None:  # unit models survive a switch when they can run with the new checkpoint
+            self.controlnets.keep_for_checkpoint(model.unet.config)
         if remember:
             self._remember_checkpoint(self.holder.entry.title)
         wanted = self.options.get("sd_vae")

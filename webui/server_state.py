@@ -58,7 +58,11 @@ class ServerState(ServerModels, PromptLibraries, ServerJobs, ServerApps):
         if config.controlnet_dir:
             from webui.controlnet_models import ControlNetModels
 
-            self.controlnets = ControlNetModels(config.controlnet_dir)
+            from pipelines.unit_model_cache import CACHE_SIZE_KEY
+
+            self.controlnets = ControlNetModels(config.controlnet_dir, cache_size=self.options.get(CACHE_SIZE_KEY))
+            # a lowered size evicts at once (models the running job uses leave when it ends)
+            self.options.watch(CACHE_SIZE_KEY, self.controlnets.cache.resize)
         self._flows: dict[str, object] = {}
         from webui.interrogation_captioner import InterrogationCaptioner
 

@@ -161,6 +161,17 @@ def test_adapter_of_another_family_is_refused_before_generation(ip_pipe, tmp_pat
     unet_as_found(ip_pipe, processors)
 
 
+def test_a_units_adapter_of_another_family_is_refused_naming_the_unit(ip_pipe, tmp_path):
+    from pipelines.ip_adapter_files import IPAdapterSource
+
+    file = save_tiny_ip_adapter(tmp_path, ip_pipe.model.unet, cross_dim=48)
+    source = IPAdapterSource(str(file), unit="ControlNet Unit 2")
+    assert source == IPAdapterSource(str(file)) and hash(source) == hash(IPAdapterSource(str(file)))  # a name only
+    with pytest.raises(ValueError, match=r"^ControlNet Unit 2: IP-Adapter 'ip-adapter_tiny' was made for a UNet with "
+                                         r"cross-attention width 48"):
+        ip_pipe(**SMALL, ip_adapter=source, ip_adapter_image=reference(0))
+
+
 def test_sd1_adapter_on_sdxl(sdxl_pipe, adapter_file):
     from pipelines.ip_adapter import IPAdapterTextToImage
 

@@ -111,3 +111,24 @@ def test_pipelines_sharing_a_store_read_the_adapter_once_and_give_the_same_image
     own = np.asarray(IPAdapterTextToImage.from_pipeline(sd1_pipe)(**call).images[0])  # its own store: read again
     assert np.array_equal(images[0], images[1]) and np.array_equal(images[0], own)
     assert counted["weights"] == ["ip-adapter_tiny.safetensors"] * 2 and len(counted["encoders"]) == 2
+
+
+def test_a_store_in_a_shared_bounded_cache_keeps_the_most_recently_used_and_its_shapes(sd1_pipe, tmp_path, counted):
+    from pipelines.unit_model_cache import UnitModelCache
+
+    unet = sd1_pipe.model.unet
+    files = [save_tiny_ip_adapter(tmp_path, unet, name=f"ip-adapter_{index}", suffix=".bin", encoder=False)
+             for index in range(3)]
+    cache = UnitModelCache(2)
+    cache.put(("controlnet", "canny"), "a ControlNet", family_width=32)  # a server's ControlNet in the same cache
+    store = IPAdapterStore(cache)
+    for file in files:
+        store.weights(file, file.stem)
+    assert len(cache) == 2 and len(store) == 2 and ("controlnet", "canny") not in cache  # the least recently used
+    assert [key[1][0] for key in cache.keys()] == [str(files[1].resolve()), str(files[2].resolve())]
+    store.weights(files[1], files[1].stem)  # kept: not read again, now the most recently used
+    store.weights(files[0], files[0].stem)  # evicted: read again, evicting ip-adapter_2
+    assert counted["weights"] == ["ip-adapter_0.bin", "ip-adapter_1.bin", "ip-adapter_2.bin", "ip-adapter_0.bin"]
+    assert store.shape(files[2], files[2].stem).cross_dim == unet.config.cross_attention_dim  # a shape stays known
+    assert len(counted["weights"]) == 4  # ... without reading the evicted file again
+    assert store.release() == 2 and len(cache) == 0

@@ -45,10 +45,11 @@ def server(tiny_sd1_dir, folder, serving):
 @pytest.fixture()
 def reads(server, monkeypatch):
     """Counts of weights-file reads and encoder loads by path, through the loaders the store calls; the store starts
-    empty."""
+    empty, in a cache large enough for every model of these tests (its size limit: test_unit_model_cache_server)."""
     from pipelines import ip_adapter_files
 
     server.state.controlnets.release()
+    server.state.options.apply(server.state.options.check_update({"control_net_model_cache_size": 10}))
     counts = {"weights": [], "encoders": []}
     read, load = ip_adapter_files.read_ip_adapter_weights, ip_adapter_files.load_image_encoder
 
@@ -171,8 +172,9 @@ def write_wide_bin(folder, unet):  # another family's width, pickled: only reada
     (write_truncated, "ip-adapter_cut", ["'ip-adapter_cut.safetensors' cannot be used", "truncated"]),
     (write_face_id, "ip-adapter-faceid_sd15", ["'ip-adapter-faceid_sd15.safetensors' cannot be used",
                                                "is a variant mixkit does not run"]),
-    (write_wide_bin, "ip-adapter_widebin", ["IP-Adapter 'ip-adapter_widebin' (ip-adapter_widebin.bin) is made for a "
-                                            "model (cross-attention width 48), but checkpoint"]),
+    (write_wide_bin, "ip-adapter_widebin", ["controlnet unit 0: IP-Adapter 'ip-adapter_widebin' "
+                                            "(ip-adapter_widebin.bin) is made for a model (cross-attention width 48), "
+                                            "but checkpoint"]),
 ])
 def test_an_unusable_weights_file_is_422_before_a_job_is_queued(client, server, folder, unet, monkeypatch, write,
                                                                 model, fragments):

@@ -211,7 +211,8 @@ def test_img2img_unit_without_image_takes_the_init_image(client):
     ({"image": None}, "an IP-Adapter unit needs 'image'"),
     ({"image": [{"image": reference(0), "mask": reference(1)}]}, "takes no mask here"),
     ({"image": "not-an-image"}, "not valid base64"),
-    ({"model": "ip-adapter_wide"}, "is made for a model (cross-attention width 48), but checkpoint"),
+    ({"model": "ip-adapter_wide"}, "controlnet unit 0: IP-Adapter 'ip-adapter_wide' (ip-adapter_wide.safetensors) "
+                                   "is made for a model (cross-attention width 48), but checkpoint"),
 ])
 def test_bad_units_are_422_before_a_job_is_queued(client, server, monkeypatch, changes, fragment):
     queued = []

@@ -165,3 +165,29 @@ def test_a_unit_mask_of_another_shape_fails_before_the_load(tiny_sd1_dir, folder
     assert code == 2
     assert "--controlnet-json unit 0 effective_region_mask is 64x32, whose aspect ratio is not the output's" in err[-1]
     assert not any(line.startswith("Loaded ") for line in err) and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["generate", "img2img"])
+def test_a_bin_unit_is_read_once_by_its_check_and_its_generation(tiny_sd1_dir, folder, tmp_path, monkeypatch,
+                                                                  command):
+    """A pickled `.bin` has no header: the unit check reads it whole; the generation takes what it read."""
+    from diffusers import UNet2DConditionModel
+
+    from pipelines import ip_adapter_files
+
+    unet = UNet2DConditionModel.from_pretrained(tiny_sd1_dir, subfolder="unet")
+    save_tiny_ip_adapter(folder / "ControlNet", unet, name="ip-adapter_pickled", suffix=".bin", encoder=False)
+    write_noise_picture(folder / "init.png", 1, 64, 64)
+    reads, read = [], ip_adapter_files.read_ip_adapter_weights
+
+    def counted(file):
+        reads.append(file.name)
+        return read(file)
+
+    monkeypatch.setattr(ip_adapter_files, "read_ip_adapter_weights", counted)
+    pickled = units_file(folder, f"pickled-{command}", [unit(model="ip-adapter_pickled")])
+    assert run(command, tiny_sd1_dir, folder, tmp_path / "bin", "--controlnet-json", pickled) == 0
+    assert reads == ["ip-adapter_pickled.bin"]
+    same = units_file(folder, f"same-{command}", [unit()])  # the same weights (seed 0) as safetensors
+    assert run(command, tiny_sd1_dir, folder, tmp_path / "safetensors", "--controlnet-json", same) == 0
+    assert output(tmp_path / "bin").tobytes() == output(tmp_path / "safetensors").tobytes()

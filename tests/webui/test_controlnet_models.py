@@ -50,7 +50,8 @@ def test_http_refuses_a_controlnet_of_another_family_before_queueing(server, mod
     assert (f"controlnet unit 2: ControlNet '{model}' is made for SDXL-like (cross-attention width 64) models, but the "
             "checkpoint") in detail
     assert "is SD-like (cross-attention width 32); pick a ControlNet made for" in detail
-    assert model not in server.state.controlnets._loaded  # refused before the worker loaded anything
+    loaded = [key[1] for key in server.state.controlnets.cache.keys() if key[0] == "controlnet"]
+    assert model not in loaded  # refused before the worker loaded anything
 
 
 def test_ui_refuses_a_controlnet_of_another_family_naming_the_unit(server):

@@ -30,11 +30,16 @@ class ControlNetCatalog:
     file stem or folder name."""
 
     def __init__(self, folder: str | None) -> None:
+        from pipelines.ip_adapter_store import IPAdapterStore
         from webui.controlnet_models import ControlNetModels
 
-        self.folder = None if folder is None else ControlNetModels(folder)
+        # one command keeps every model it reads (cache_size=None): its units all run in its one job
+        self.folder = None if folder is None else ControlNetModels(folder, cache_size=None)
         self.paths: dict[str, Path] = {}
         self._loaded: dict[str, object] = {}
+        # IP-Adapter units' weights: what the unit check reads (a `.bin` is read whole) the generation reuses
+        # (`webui.cli.ip_adapter_units.use_unit_store`), so the command reads each file once
+        self.ip_adapters = self.folder.ip_adapters if self.folder is not None else IPAdapterStore()
 
     def resolve(self, name: object) -> str:
         from webui.controlnet_models import SUFFIXES

@@ -220,11 +220,12 @@ def run(args: argparse.Namespace) -> int:
     hires = hires_fields(args)
     pipeline_class = TextToImage
     from webui.cli.ip_adapter_flags import ip_adapter_fields
-    from webui.cli.ip_adapter_units import (check_mask_sizes, ip_adapter_unit_specs, mask_names,
+    from webui.cli.ip_adapter_units import (check_mask_sizes, ip_adapter_unit_specs, mask_names, use_unit_store,
                                               with_ip_adapter_units)
 
     ip_fields = ip_adapter_fields(args)
-    ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
+    # --controlnet-json / --controlnet units with an IP-Adapter module, and the store holding what their check read
+    ip_units, ip_store = ip_adapter_unit_specs(args)
     if ip_fields or ip_units:
         refuse_ip_adapter_with(refiner=args.refiner is not None, units_only=not ip_fields)
         names = mask_names(ip_fields, ip_units)
@@ -290,6 +291,7 @@ def run(args: argparse.Namespace) -> int:
             pipe = ControlNetIPAdapterTextToImage.from_pipeline(pipe)
         elif hires is None:
             pipe = ControlNetTextToImage.from_pipeline(pipe)
+    use_unit_store(pipe, ip_store)  # the units' adapter files, read by their check: not read again
     from webui.cli.infotext_flags import infotext_writing_of
 
     if ip_fields and (plot is not None or script is not None):  # every cell / line reuses one encoding

@@ -146,10 +146,11 @@ def run(args: argparse.Namespace) -> int:
     script = img2img_script_of(args)  # Loopback, X/Y/Z plot, Prompt matrix, Prompts from file, SD upscale, or None
     from webui.cli.generate import refuse_ip_adapter_with
     from webui.cli.ip_adapter_flags import ip_adapter_fields
-    from webui.cli.ip_adapter_units import ip_adapter_unit_specs, with_ip_adapter_units
+    from webui.cli.ip_adapter_units import ip_adapter_unit_specs, use_unit_store, with_ip_adapter_units
 
     ip_fields = ip_adapter_fields(args)  # images read and files found before anything loads
-    ip_units = ip_adapter_unit_specs(args)  # --controlnet-json / --controlnet units with an IP-Adapter module
+    # --controlnet-json / --controlnet units with an IP-Adapter module, and the store holding what their check read
+    ip_units, ip_store = ip_adapter_unit_specs(args)
     if ip_fields or ip_units:
         refuse_ip_adapter_with(script=script, refiner=getattr(args, "refiner", None) is not None,
                                units_only=not ip_fields)
@@ -200,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
                                  lambda model: init_size(image, model.vae_scale_factor, args.scale_by), infotext_keys)
     if specs:
         pipe, params = with_controlnets(pipe, params, specs, catalog, ip_adapter=bool(ip_fields))
+    use_unit_store(pipe, ip_store)  # the units' adapter files, read by their check: not read again
     from webui.cli.infotext_flags import infotext_writing_of
 
     if script is not None:

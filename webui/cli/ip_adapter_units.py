@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 
 
-def ip_adapter_unit_specs(args: argparse.Namespace) -> list:
-    """The command's IP-Adapter units (`webui.api_ip_adapter.IPAdapterUnitSpec`), pictures read and weights files
-    checked before the model loads; [] without any. Units without a picture keep none (img2img: the init image)."""
+def ip_adapter_unit_specs(args: argparse.Namespace) -> tuple[list, object]:
+    """(the command's IP-Adapter units (`webui.api_ip_adapter.IPAdapterUnitSpec`), the store holding what their check
+    read), pictures read and weights files checked before the model loads; ([], None) without any. Units without a
+    picture keep none (img2img: the init image). Hand the store to the pipeline (`use_unit_store`): a `.bin` the
+    check read whole is not read again."""
     from webui.api_ip_adapter import ip_adapter_unit_spec, is_ip_adapter_module
     from webui.cli.controlnet_flags import in_option_terms
     from webui.cli.controlnet_json import read_picture
@@ -25,7 +27,7 @@ def ip_adapter_unit_specs(args: argparse.Namespace) -> list:
 
     units = [unit for unit in command_line_units(args) if is_ip_adapter_module(unit["fields"].get("module"))]
     if not units:
-        return []
+        return [], None
     catalog = ControlNetCatalog(getattr(args, "controlnet_dir", None))
 
     def decode(what: str, value: str):
@@ -40,7 +42,13 @@ def ip_adapter_unit_specs(args: argparse.Namespace) -> list:
             raise FileNotFoundError(f"{label}: {error}") from None
         except (ValueError, TypeError) as error:
             raise type(error)(in_option_terms(str(error))) from None
-    return specs
+    return specs, catalog.ip_adapters
+
+
+def use_unit_store(pipe, store) -> None:
+    """Make the IP-Adapter pipeline `pipe` read adapters through `store` (`ip_adapter_unit_specs`'), if any."""
+    if store is not None:
+        pipe.use_ip_adapter_store(store)
 
 
 def with_ip_adapter_units(fields: dict, specs: list, init_image=None) -> dict:

@@ -157,6 +157,11 @@ def build_settings_tab(state: ServerState) -> gr.Dropdown:
         from webui.ui.hypertile_settings import build_hypertile_settings
 
         build_hypertile_settings(state, apply_settings)
+    with gr.Accordion("ControlNet (how many ControlNet / IP-Adapter models stay loaded)", open=False,
+                      elem_id="settings_controlnet_cache"):
+        from webui.ui.controlnet_cache_settings import build_controlnet_cache_settings
+
+        build_controlnet_cache_settings(state, apply_settings)
     with gr.Accordion("Upscaling (model upscalers' tiles)", open=False, elem_id="settings_upscaling"):
         from webui.ui.upscaler_settings import build_upscaler_settings
 
