@@ -191,3 +191,30 @@ def test_a_bin_unit_is_read_once_by_its_check_and_its_generation(tiny_sd1_dir, f
     same = units_file(folder, f"same-{command}", [unit()])  # the same weights (seed 0) as safetensors
     assert run(command, tiny_sd1_dir, folder, tmp_path / "safetensors", "--controlnet-json", same) == 0
     assert output(tmp_path / "bin").tobytes() == output(tmp_path / "safetensors").tobytes()
+
+
+def test_a_bin_unit_is_read_once_in_an_img2img_batch(tiny_sd1_dir, folder, tmp_path, monkeypatch):
+    """`--input-dir` goes through its own run: the store the unit check filled reaches its pipeline too."""
+    from diffusers import UNet2DConditionModel
+
+    from pipelines import ip_adapter_files
+
+    unet = UNet2DConditionModel.from_pretrained(tiny_sd1_dir, subfolder="unet")
+    save_tiny_ip_adapter(folder / "ControlNet", unet, name="ip-adapter_pickled", suffix=".bin", encoder=False)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    write_noise_picture(inputs / "a.png", 1, 64, 64)
+    write_noise_picture(inputs / "b.png", 2, 64, 64)
+    reads, read = [], ip_adapter_files.read_ip_adapter_weights
+
+    def counted(file):
+        reads.append(file.name)
+        return read(file)
+
+    monkeypatch.setattr(ip_adapter_files, "read_ip_adapter_weights", counted)
+    pickled = units_file(folder, "pickled-batch", [unit(model="ip-adapter_pickled", image=str(folder / "ref.png"))])
+    assert main(["img2img", "--input-dir", str(inputs), "a cat", "--model", str(tiny_sd1_dir), "-o",
+                 str(tmp_path / "out"), "--controlnet-dir", str(folder / "ControlNet"), *ARGS,
+                 "--controlnet-json", pickled]) == 0
+    assert reads == ["ip-adapter_pickled.bin"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.png", "b.png"]

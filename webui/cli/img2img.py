@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if args.input_dir is not None:
         from webui.cli.img2img_batch import run_batch
 
-        return run_batch(args, infotext_keys, script, ip_fields, ip_units)
+        return run_batch(args, infotext_keys, script, ip_fields, ip_units, ip_store)
     image = read_init_image(args.image)
     from webui.cli.ip_adapter_units import check_mask_sizes, mask_names
 

@@ -251,13 +251,14 @@ class BatchImagePrompts:
 
 
 def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None, ip_fields: dict | None = None,
-              ip_units: list | None = None) -> int:
+              ip_units: list | None = None, ip_store=None) -> int:
     """Check every input, load the model once, then redraw and save each input in name order; `script`
     (`webui.cli.img2img_scripts.Img2ImgScript`) runs on each input instead of one generation when given.
 
     `ip_fields` (the --ip-adapter flags' params fields) and `ip_units` (IP-Adapter units) guide every input; each
     reference picture is encoded once for the whole batch (`pipelines.ip_adapter_reuse`), a unit without a picture
-    once per input (it takes that input's picture)."""
+    once per input (it takes that input's picture). `ip_store` holds the adapter files the units' check read, so
+    they are not read again."""
     from pipelines.img2img import check_img2img_params
     from pipelines.ip_adapter_controlnet import params_class_for, pipeline_class_for
     from pipelines.ip_adapter_reuse import ReferenceEmbeddings
@@ -323,6 +324,10 @@ def run_batch(args: argparse.Namespace, infotext_keys: dict | None, script=None,
     pipe, loaded = load_pipeline(args, pipeline_class_for("img2img", False, prompts is not None), without_info, check,
                                  lambda model: init_size(first_image, model.vae_scale_factor, args.scale_by), infotext_keys)
     base = replace(base, **{name: getattr(loaded, name) for name in ("steps", "cfg_scale", "sampler", "clip_skip")})
+    if prompts is not None:
+        from webui.cli.ip_adapter_units import use_unit_store
+
+        use_unit_store(pipe, ip_store)  # the units' adapter files, read by their check: not read again
     if specs:
         pipe, base = with_controlnets(pipe, base, specs, catalog, ip_adapter=prompts is not None)
     encoded = ReferenceEmbeddings()  # each reference picture through its encoder once for the whole batch
