@@ -37,8 +37,9 @@ MAX_DRAW = 2**32  # element i of a draw is counter word 2: one draw holds at mos
 def philox4x32_10(counter, key) -> np.ndarray:
     """The four output words of Philox 4x32-10 for each column of `counter` [4, N] under `key` [2, N] (uint32).
 
-    Vectorised over N blocks (a key [2, 1] serves them all); a 1-D counter [4] and key [2] give one block [4]. Each round maps (c0, c1, c2, c3)
-    to (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0)), as Random123's reference does.
+    Vectorised over N blocks (a key [2, 1] serves them all); a 1-D counter [4] and key [2] give one block [4].
+    Each round maps (c0, c1, c2, c3) to (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0)), as
+    Random123's reference does.
     """
     counter = np.asarray(counter, dtype=np.uint64)
     key = np.asarray(key, dtype=np.uint64)

@@ -73,7 +73,8 @@ def test_nv_image_equals_diffusers_run_on_the_nv_noise_as_latents(sd1_pipe, tiny
 
     ours = sd1_pipe(prompt="a red circle", negative_prompt="ugly", seed=7, sampler="Euler", cfg_scale=5.0,
                     rng_source="NV", steps=4, width=64, height=64)
-    reference = StableDiffusionPipeline.from_pretrained(tiny_sd1_dir, safety_checker=None, requires_safety_checker=False)
+    reference = StableDiffusionPipeline.from_pretrained(tiny_sd1_dir, safety_checker=None,
+                                                        requires_safety_checker=False)
     reference.scheduler = make_scheduler("Euler", dict(reference.scheduler.config), "Automatic")
     latents = PhiloxGenerator(7).randn((1, *SHAPE))
     theirs = reference(prompt="a red circle", negative_prompt="ugly", latents=latents, guidance_scale=5.0,
