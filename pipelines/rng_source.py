@@ -14,7 +14,10 @@ CPU, on a model on the CPU (A1111 on a machine without CUDA draws torch.randn th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 RNG_SOURCES = ("GPU", "CPU", "NV")  # A1111's choices, in its order
 DEFAULT_RNG_SOURCE = "CPU"  # mixkit's; A1111's default is "GPU"
@@ -81,7 +84,7 @@ def copy_generator(generator):
     return torch.Generator("cpu").set_state(generator.get_state())
 
 
-def randn_from(generator, shape) -> "torch.Tensor":  # noqa: F821 - torch is imported lazily
+def randn_from(generator, shape) -> torch.Tensor:
     """The generator's next float32 CPU draw of `shape`: torch.randn for a torch generator, Philox for NV."""
     if is_philox(generator):
         return generator.randn(shape)

@@ -22,7 +22,12 @@ CUDA itself computes in float32, so its numbers agree with these to within float
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # the round multipliers (Salmon et al., table 2)
 PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # the key's Weyl increments: the golden ratio and sqrt(3) - 1, as 32-bit fractions
@@ -104,7 +109,7 @@ class PhiloxGenerator:
     def initial_seed(self) -> int:
         return self.seed
 
-    def randn(self, shape) -> "torch.Tensor":  # noqa: F821 - torch is imported lazily
+    def randn(self, shape) -> torch.Tensor:
         """The next draw as a float32 CPU tensor of `shape` (only the element count decides the numbers)."""
         import torch
 
