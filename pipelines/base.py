@@ -291,7 +291,8 @@ class DiffusionPipelineBase:
                     # 3. Prepare latents and conditioning (encodings are cached across batches)
                     start = self._start_batch(params, state, sampler, batch_generators, first)
                     if params.ensd and sampler.takes_seed_delta:  # A1111's ENSD: later noise from seed + delta
-                        batch_generators = image_generators([seed + params.ensd for seed in batch_seeds], params.rng_source)
+                        batch_generators = image_generators([seed + params.ensd for seed in batch_seeds],
+                                                            params.rng_source)
                     steps = params.steps if start.steps is None else start.steps
                     plan_arguments = (*self._schedule_steps(params, sampler), sampler.cond_padding,
                                       params.use_old_scheduling)

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 
 RNG_SOURCES = ("GPU", "CPU", "NV")  # A1111's choices, in its order
 DEFAULT_RNG_SOURCE = "CPU"  # mixkit's; A1111's default is "GPU"
-A1111_DEFAULT_RNG_SOURCE = "GPU"  # what an infotext without an `RNG` key was drawn with
 SETTING_KEY = "randn_source"  # A1111's option name (Settings, override_settings, GET /sdapi/v1/options)
-INFOTEXT_KEY = "RNG"
 
 
 def check_rng_source(value: Any, name: str = "rng_source") -> str:

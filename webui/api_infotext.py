@@ -10,8 +10,8 @@ Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early C
 request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
 `Discard penultimate sigma`, `UniPC variant`, `Noise Schedule`, `Pad conds` ...: `pipelines.sampler_parameters`),
 `Conditional mask weight`, `Hires refiner`, `Refiner switch by sampling steps` and `Old prompt editing timelines`
-(`SETTING_KEYS`), and a written `RNG` (`randn_source`: NV or CPU noise). A1111 never switches the checkpoint from an infotext (its `disable_weights_auto_swap` default), and
-neither does this server.
+(`SETTING_KEYS`), and a written `RNG` (`randn_source`: NV or CPU noise). A1111 never switches the checkpoint from
+an infotext (its `disable_weights_auto_swap` default), and neither does this server.
 sd-webui-controlnet's unit keys (`ControlNet 0`, ...) are refused unless the request sends that unit itself in
 `alwayson_scripts.controlnet` (A1111 writes the request's units over the infotext's): no infotext holds a
 unit's control image (`check_controlnet_keys`).

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from diffusers import DDIMScheduler
+
 from pipelines.samplers.noise import sampler_noise
 
 

@@ -19,8 +19,8 @@ import functools
 
 import numpy as np
 import torch
-from pipelines.samplers.noise import sampler_noise
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.sigma_schedules import timestep_at
 
 

@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-from pipelines.samplers.noise import sampler_noise
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.planned_walk import PlannedWalkScheduler
 from pipelines.samplers.sigma_steps import ancestral_split
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from diffusers import EulerDiscreteScheduler
 from diffusers.schedulers.scheduling_euler_discrete import EulerDiscreteSchedulerOutput
-from pipelines.samplers.noise import sampler_noise
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.sigma_steps import ancestral_split, predicted_original
 
 
@@ -35,7 +35,7 @@ class EulerAncestralAnyScheduleScheduler(EulerDiscreteScheduler):
         sigma_down, sigma_up = ancestral_split(sigma, sigma_next, self.eta)
         derivative = (sample - denoised) / sigma
         prev_sample = sample + derivative * (sigma_down - sigma)
-        noise = sampler_noise(model_output.shape, dtype=model_output.dtype, device=model_output.device, generator=generator)
+        noise = sampler_noise(model_output.shape, generator, model_output.device, model_output.dtype)
         prev_sample = (prev_sample + noise * sigma_up).to(model_output.dtype)
         self._step_index += 1
         if not return_dict:

@@ -15,8 +15,8 @@ last one ended at (then noise is added) is decided by those float32 values.
 from __future__ import annotations
 
 import torch
-from pipelines.samplers.noise import sampler_noise
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.planned_walk import PlannedWalkScheduler
 
 RESTART_FROM = 0.1  # the sigma a restart starts from (the nearest schedule sigma) ...

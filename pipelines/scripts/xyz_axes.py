@@ -7,8 +7,8 @@ values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
 ones whose feature mixkit does not have (Image CFG Scale, Token merging ratio high-res) are refused
 when chosen, saying why and what to plot instead; RNG source runs CPU and NV (`pipelines.rng_source`), and GPU on a
-CPU model, where it is the CPU noise. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token merging ratio) have a
-`switch` (`pipelines.scripts.xyz_model_axes`).
+CPU model, where it is the CPU noise. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token
+merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`).
 """
 
 from __future__ import annotations

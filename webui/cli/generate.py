@@ -67,9 +67,10 @@ def add_generation_flags(p: argparse.ArgumentParser,
     p.add_argument("--ensd", type=int, default=None,
                    help="A1111's eta noise seed delta (ENSD, e.g. 31337): ancestral samplers' noise from seed + ENSD; default 0")
     p.add_argument("--rng-source", default=None, choices=("CPU", "NV", "GPU"),
-                   help="A1111's RNG source: CPU (default: a CPU torch generator), NV (NVIDIA's GPU noise, drawn with "
-                        "Philox on the CPU: the same picture on any machine, and what A1111 gives with GPU on an NVIDIA "
-                        "card), GPU (on a CPU model only, where it is the CPU noise); an infotext's `RNG` fills it")
+                   help="A1111's RNG source: CPU (default: a CPU torch generator), NV (NVIDIA's GPU noise, drawn "
+                        "with Philox on the CPU: the same picture on any machine, and what A1111 gives with GPU on an "
+                        "NVIDIA card), GPU (on a CPU model only, where it is the CPU noise); an infotext's `RNG` "
+                        "fills it")
     from webui.cli.sampler_parameter_flags import add_sampler_parameter_flags
 
     add_sampler_parameter_flags(p)
