@@ -18,6 +18,7 @@ import random
 from typing import TYPE_CHECKING
 
 from pipelines.params import RANDOM_SEED_MAX, SEED_MAX
+from pipelines.rng_source import copy_generator, generator_source, new_generator, randn_from
 
 if TYPE_CHECKING:
     import torch
@@ -40,8 +41,6 @@ def image_seeds(first_seed: int, count: int, subseed_strength: float = 0.0) -> l
 
 def image_generators(seeds: list[int], source: str = "CPU"):
     """One freshly seeded generator per seed, of the RNG source's kind (`pipelines.rng_source.new_generator`)."""
-    from pipelines.rng_source import new_generator
-
     return [new_generator(seed, source) for seed in seeds]
 
 
@@ -58,8 +57,6 @@ def initial_noise(generators, shape: tuple[int, int, int], subseeds: list[int] |
     Every draw is of the generators' kind (CPU torch or NV Philox): the variation seed's too, as A1111's `randn`.
     """
     import torch
-
-    from pipelines.rng_source import copy_generator, generator_source, new_generator, randn_from
 
     noise_shape = shape if resize_from is None else (shape[0], *resize_from)
     images = []
