@@ -20,6 +20,7 @@ from pipelines.inpaint_mask import is_inpainting_unet
 from pipelines.params import GenerationLimits, Txt2ImgParams, per_image, uncond_skip_of, with_overrides
 from pipelines.refiner import NEGATIVE_AESTHETIC_SCORE, POSITIVE_AESTHETIC_SCORE, RefinerRun, micro_conditioning
 from pipelines.refiner_vae import refined_image_vae
+from pipelines.rng_source import check_rng_source_device
 from pipelines.sampling import SamplingRequest, run_sampler
 from pipelines.seeds import (
     generator_seeds,
@@ -255,6 +256,7 @@ class DiffusionPipelineBase:
         else:  # a copy: the checks normalise spellings in place, and the caller's object stays as given
             params = with_overrides(params, kwargs)
         self.check_inputs(params)
+        check_rng_source_device(params.rng_source, self.model.device)  # GPU noise only where it is the CPU's
         params.subseed = resolve_seed(params.subseed)  # A1111's get_fixed_seed(p.subseed), used or not
         if params.refiner is not None and self._runs_refiner(params):
             from pipelines.refiner_optimization import check_refiner_optimization
@@ -294,7 +296,8 @@ class DiffusionPipelineBase:
                     # 3. Prepare latents and conditioning (encodings are cached across batches)
                     start = self._start_batch(params, state, sampler, batch_generators, first)
                     if params.ensd and sampler.takes_seed_delta:  # A1111's ENSD: later noise from seed + delta
-                        batch_generators = image_generators([seed + params.ensd for seed in batch_seeds])
+                        batch_generators = image_generators([seed + params.ensd for seed in batch_seeds],
+                                                            params.rng_source)
                     steps = params.steps if start.steps is None else start.steps
                     plan_arguments = (*self._schedule_steps(params, sampler), sampler.cond_padding,
                                       params.use_old_scheduling)
@@ -351,15 +354,19 @@ class DiffusionPipelineBase:
             return result
 
     def _seeds_and_generators(self, params, generator):
-        """(seed, generator) per image: from `seed=` (A1111's seed + k), or from `generator=` (`generator_seeds`)."""
+        """(seed, generator) per image: from `seed=` (A1111's seed + k), or from `generator=` (`generator_seeds`).
+
+        With RNG source NV a caller's torch generators stand for their seeds (`generator_seeds`), and each image
+        draws from a Philox generator of its seed, so the recorded seed reproduces it."""
         total = params.total_images
         if generator is None:
             seeds = image_seeds(resolve_seed(params.seed), total, params.subseed_strength)
-            return seeds, image_generators(seeds)
+            return seeds, image_generators(seeds, params.rng_source)
         if params.seed != -1:
             raise ValueError(f"seed={params.seed} and generator= were both given; the generator decides the noise "
                              "and the recorded seeds, so pass only one of them")
-        return generator_seeds(generator, total, params.subseed_strength)
+        seeds, generators = generator_seeds(generator, total, params.subseed_strength)
+        return seeds, image_generators(seeds, "NV") if params.rng_source == "NV" else generators
 
     def _initial_noise(self, params, generators: list, first_image: int):
         """The batch's initial noise on the model's device, with A1111's Extra seed options (`initial_noise`).

@@ -16,6 +16,7 @@ from typing import Any
 
 from mixkit import __version__
 from mixkit.models.diffusion import DiffusionModel, ModelFamily
+from pipelines.rng_source import infotext_rng
 
 
 # The suffixes A1111 appends to a result's file stem for the copies its Settings > Saving keep
@@ -480,9 +481,9 @@ class ModelSession:
             "Tiling": "True" if params.tiling else None,  # A1111's place for it, after ENSD
             # A1111's `apply_refiner` records the option at every model call it is on, refiner or not
             "Refiner switch by sampling steps": True if params.refiner_switch_by_sample_steps else None,
-            # Initial noise comes from CPU generators (`pipelines.seeds`); A1111 reads a missing key as "GPU" noise,
-            # so without this its "paste" would redraw every image differently.
-            "RNG": "CPU",
+            # The noise comes from CPU generators or, for NV, Philox ones (`pipelines.rng_source`); A1111 reads a
+            # missing key as "GPU" noise, so without this its "paste" would redraw every image differently.
+            "RNG": infotext_rng(params.rng_source),
         }
         from pipelines.approx.labels import model_labels
 

@@ -323,7 +323,7 @@ class _SecondPass(_RefinedPass, ImageToImage):
         # A1111's sample_hr_pass draws from the images' own seeds (`ImageRNG(shape, self.seeds, ...)`), not from the
         # first seed + k: a `generator=` list can give seeds that are not consecutive, and each image's recorded
         # seed must reproduce its second pass too.
-        return list(self.image_seeds), image_generators(self.image_seeds)
+        return list(self.image_seeds), image_generators(self.image_seeds, params.rng_source)
 
     @classmethod
     def pass_params(cls, params: HiresParams, **values: Any) -> Img2ImgParams:

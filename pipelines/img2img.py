@@ -437,9 +437,9 @@ class ImageToImage(DiffusionPipelineBase):
         there are none, the sampling noise being that draw then. Drawn from copies: the generators stay fresh."""
         if params.subseed_strength == 0 and not (params.seed_resize_from_w and params.seed_resize_from_h):
             return None
-        import torch
+        from pipelines.rng_source import copy_generator
 
-        copies = [torch.Generator("cpu").set_state(generator.get_state()) for generator in generators]
+        copies = [copy_generator(generator) for generator in generators]
         return initial_noise(copies, self._latent_shape(params)).to(self.model.device)
 
     def _start_batch(self, params: Img2ImgParams, inputs: Img2ImgInputs, sampler, generators: list, first_image: int) -> BatchStart:

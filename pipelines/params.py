@@ -88,6 +88,10 @@ class Txt2ImgParams:
     # A1111's "Eta noise seed delta" (ENSD; 31337 in NovelAI-style infotexts): noise after the initial latents is
     # drawn from seed + ensd, so ancestral samplers' images change (0: the same generator continues).
     ensd: int = 0
+    # A1111's "Random number generator source" (randn_source; pipelines.rng_source): "CPU" (mixkit's default: CPU
+    # torch generators), "NV" (NVIDIA's GPU noise drawn with Philox on the CPU, the same on any machine) or "GPU"
+    # (only on a model on the CPU, where it is the CPU noise). The infotext's "RNG".
+    rng_source: str = "CPU"
     clip_skip: int = 1
     # A1111's "Emphasis mode" setting: "Original" (weights, then the mean restored), "No norm", "Ignore", "None";
     # written to the infotext as "Emphasis" when not "Original" and the prompt has brackets.
@@ -258,6 +262,9 @@ def check_txt2img_params(params: Txt2ImgParams, limits: GenerationLimits, size_m
     _check_int("seed", params.seed, -1, SEED_MAX)
     check_seed_extras(params, size_multiple, limits)
     _check_int("ensd", params.ensd, 0, SEED_MAX)
+    from pipelines.rng_source import check_rng_source
+
+    check_rng_source(params.rng_source)
     _check_int("clip_skip", params.clip_skip, 1, CLIP_SKIP_MAX)
     from mixkit.prompts.emphasis import check_emphasis
     from mixkit.prompts.encoder import check_comma_backtrack

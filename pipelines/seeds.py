@@ -3,7 +3,8 @@
 Each image owns a CPU `torch.Generator` seeded with its seed; its initial noise and every noise
 draw of an ancestral/SDE sampler come from that generator alone. So re-running one image's seed
 with batch size 1 reproduces that image, as in AUTOMATIC1111's WebUI with RNG source "CPU"
-(its initial noise is `torch.randn((4, h/8, w/8))` after seeding the same way).
+(its initial noise is `torch.randn((4, h/8, w/8))` after seeding the same way). With RNG source "NV"
+(`pipelines.rng_source`) each image owns a Philox generator of its seed instead, drawn from the same way.
 
 A1111's "Extra" seed options change only the initial noise (modules/rng.py, `ImageRNG.first`): a variation
 seed's noise slerped in by `subseed_strength`, and "resize seed from" drawing the noise at another size and
@@ -17,6 +18,7 @@ import random
 from typing import TYPE_CHECKING
 
 from pipelines.params import RANDOM_SEED_MAX, SEED_MAX
+from pipelines.rng_source import copy_generator, generator_source, new_generator, randn_from
 
 if TYPE_CHECKING:
     import torch
@@ -37,10 +39,9 @@ def image_seeds(first_seed: int, count: int, subseed_strength: float = 0.0) -> l
     return [first_seed + (k if subseed_strength == 0 else 0) for k in range(count)]
 
 
-def image_generators(seeds: list[int]):
-    import torch
-
-    return [torch.Generator("cpu").manual_seed(seed) for seed in seeds]
+def image_generators(seeds: list[int], source: str = "CPU"):
+    """One freshly seeded generator per seed, of the RNG source's kind (`pipelines.rng_source.new_generator`)."""
+    return [new_generator(seed, source) for seed in seeds]
 
 
 def initial_noise(generators, shape: tuple[int, int, int], subseeds: list[int] | None = None,
@@ -53,6 +54,7 @@ def initial_noise(generators, shape: tuple[int, int, int], subseeds: list[int] |
     `shape` (`centred_noise`). Each generator draws exactly one `shape` tensor, so a sampler continues from it
     as A1111's does. The generators must be freshly seeded (as `image_generators` and `seed_of_generator` make
     them): the resized noise is the seed's first draw at the old size, taken from a copy of the generator.
+    Every draw is of the generators' kind (CPU torch or NV Philox): the variation seed's too, as A1111's `randn`.
     """
     import torch
 
@@ -60,22 +62,16 @@ def initial_noise(generators, shape: tuple[int, int, int], subseeds: list[int] |
     images = []
     for index, generator in enumerate(generators):
         if noise_shape == shape:
-            noise = _randn(shape, generator)
+            noise = randn_from(generator, shape)
         else:  # A1111's `randn(seed, noise_shape)`: the seed's first draw at the old size, the generator untouched
-            noise = _randn(noise_shape, torch.Generator("cpu").set_state(generator.get_state()))
+            noise = randn_from(copy_generator(generator), noise_shape)
         if subseeds is not None and subseed_strength != 0:
-            variation = _randn(noise_shape, torch.Generator("cpu").manual_seed(int(subseeds[index])))
-            noise = slerp(subseed_strength, noise, variation)
+            variation_generator = new_generator(int(subseeds[index]), generator_source(generator))
+            noise = slerp(subseed_strength, noise, randn_from(variation_generator, noise_shape))
         if noise_shape != shape:
-            noise = centred_noise(noise, _randn(shape, generator))
+            noise = centred_noise(noise, randn_from(generator, shape))
         images.append(noise)
     return torch.stack(images)
-
-
-def _randn(shape, generator):
-    import torch
-
-    return torch.randn(shape, generator=generator, dtype=torch.float32)
 
 
 def slerp(strength: float, low, high):

@@ -10,8 +10,8 @@ Settings that A1111 pastes as `override_settings` (clip skip, NGMS, Skip Early C
 request overrides them itself, as do A1111's Sampler parameters (`Schedule rho`, `Sigma churn`,
 `Discard penultimate sigma`, `UniPC variant`, `Noise Schedule`, `Pad conds` ...: `pipelines.sampler_parameters`),
 `Conditional mask weight`, `Hires refiner`, `Refiner switch by sampling steps` and `Old prompt editing timelines`
-(`SETTING_KEYS`). A1111 never switches the checkpoint from an infotext (its `disable_weights_auto_swap` default), and
-neither does this server.
+(`SETTING_KEYS`), and a written `RNG` (`randn_source`: NV or CPU noise). A1111 never switches the checkpoint from
+an infotext (its `disable_weights_auto_swap` default), and neither does this server.
 sd-webui-controlnet's unit keys (`ControlNet 0`, ...) are refused unless the request sends that unit itself in
 `alwayson_scripts.controlnet` (A1111 writes the request's units over the infotext's): no infotext holds a
 unit's control image (`check_controlnet_keys`).
@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from pipelines.approx.hypertile_settings import HYPERTILE_OPTION_DEFAULTS
 from pipelines.approx.hypertile_settings import INFOTEXT_OPTIONS as HYPERTILE_INFOTEXT_OPTIONS
 from pipelines.infotext_values import as_flag, as_integer, as_number, as_text
+from pipelines.rng_source import SETTING_KEY as RNG_SOURCE_KEY
 from webui.api_convert import INPAINTING_FILL
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from pipelines.sampler_parameters import from_infotext as sampler_parameters_in_infotext
@@ -209,6 +210,10 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
             except ValueError:
                 raise ValueError(f"infotext: {key}: {parsed[key]!r} is not a valid {option}; fix the infotext or "
                                  f"set {option} in override_settings.") from None
+    if "RNG" in written and RNG_SOURCE_KEY not in overrides:
+        # A1111 pastes `RNG` into randn_source. Only a written key: A1111 writes it when the source is not its default
+        # GPU, and a missing key (GPU noise, which this server cannot draw) leaves the server's setting in force.
+        overrides[RNG_SOURCE_KEY] = as_text(written["RNG"])
     for option, value in sampler_parameters_in_infotext(written).items():
         if option not in sent:  # "Sigma churn" & co: override_settings, as A1111's paste; a request field wins
             overrides.setdefault(option, value)

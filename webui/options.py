@@ -18,6 +18,8 @@ from pipelines.infotext_options import INFOTEXT_OPTION_DEFAULTS, InfotextOptions
 from pipelines.model_upscale import A1111_TILING_DEFAULTS
 from pipelines.model_upscale_listing import DAT_RELEASE_NAMES, check_dat_enabled_models
 from pipelines.params import GenerationLimits
+from pipelines.rng_source import DEFAULT_RNG_SOURCE, check_rng_source
+from pipelines.rng_source import SETTING_KEY as RNG_SOURCE_KEY
 from pipelines.sampler_parameters import INTEGERS as _SAMPLER_INTEGERS
 from pipelines.sampler_parameters import NUMBERS as _SAMPLER_NUMBERS
 from pipelines.sampler_parameters import SamplerParameters, check_sampler_parameters, parameters_from_values
@@ -145,7 +147,10 @@ COLOR_CORRECTION_KEY = "img2img_color_correction"
 BEFORE_COLOR_CORRECTION_KEY = "save_images_before_color_correction"
 # Settings > Hypertile (A1111's nine hypertile_* options; pipelines.approx.hypertile_settings): read by every
 # generation, as A1111's built-in Hypertile script reads them; they make `Txt2ImgParams.hypertile`.
-SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
+# Settings > Sampler parameters "Random number generator source" (A1111's `randn_source`; `Txt2ImgParams.rng_source`,
+# pipelines.rng_source): read by every generation. Its default here is CPU, what mixkit draws; A1111's is GPU.
+SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0,
+                           RNG_SOURCE_KEY: DEFAULT_RNG_SOURCE, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
                            HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False,
                            OLD_SCHEDULING_KEY: False, TILING_KEY: False, COLOR_CORRECTION_KEY: False,
@@ -170,8 +175,8 @@ def img2img_color_correction(values: dict[str, Any]) -> dict[str, bool]:
 
 
 def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The `eta` / `ensd` / `sampler_parameters` / `inpainting_mask_weight` / `refiner_switch_by_sample_steps` /
-    `use_old_scheduling` / `tiling` / `hypertile` params
+    """The `eta` / `ensd` / `rng_source` / `sampler_parameters` / `inpainting_mask_weight` /
+    `refiner_switch_by_sample_steps` / `use_old_scheduling` / `tiling` / `hypertile` params
     the sampler settings give `sampler`, as A1111 reads its options.
 
     DDIM takes `eta_ddim`, the k-diffusion samplers with an eta (ancestral and SDE) `eta_ancestral`, others none.
@@ -185,6 +190,7 @@ def sampler_option_params(sampler: str, values: dict[str, Any]) -> dict[str, Any
         eta = chosen["eta_ddim"] if spec.eta_infotext_key == "Eta DDIM" else chosen["eta_ancestral"]
     # checked: an override_settings value has not been through /sdapi/v1/options (inf made int() a 500)
     return {"eta": eta, "ensd": _check_ensd(chosen["eta_noise_seed_delta"]),
+            "rng_source": check_rng_source(chosen[RNG_SOURCE_KEY], RNG_SOURCE_KEY),
             "sampler_parameters": parameters_from_values(chosen),
             INPAINTING_MASK_WEIGHT_KEY: _as_number(chosen[INPAINTING_MASK_WEIGHT_KEY]),
             REFINER_BY_STEPS_KEY: chosen[REFINER_BY_STEPS_KEY],  # checked by the pipeline (bools)
@@ -336,6 +342,7 @@ SETTABLE = {
     "eta_ancestral": _check_eta("eta_ancestral"),
     "eta_ddim": _check_eta("eta_ddim"),
     "eta_noise_seed_delta": _check_ensd,
+    RNG_SOURCE_KEY: lambda value: check_rng_source(value, RNG_SOURCE_KEY),
     "img2img_fix_steps": _check_bool("img2img_fix_steps"),
     COLOR_CORRECTION_KEY: _check_bool(COLOR_CORRECTION_KEY),
     BEFORE_COLOR_CORRECTION_KEY: _check_bool(BEFORE_COLOR_CORRECTION_KEY),

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from diffusers import DDIMScheduler
-from diffusers.utils.torch_utils import randn_tensor
+
+from pipelines.samplers.noise import sampler_noise
 
 
 def timestep_grid(steps: int, num_train_timesteps: int = 1000) -> np.ndarray:
@@ -145,7 +146,7 @@ class A1111DDIMScheduler(DDIMScheduler):
         sigma = ddim_sigma(eta, alpha, alpha_prev) if eta else 0.0
         noise = None
         if sigma:
-            noise = randn_tensor(sample.shape, generator=generator, device=sample.device, dtype=sample.dtype)
+            noise = sampler_noise(sample.shape, generator=generator, device=sample.device, dtype=sample.dtype)
         direction = self._direction_eps(sample, index, **kwargs)
         x_prev, pred_x0 = ddim_update(sample, self._eps(model_output, sample, index), alpha, alpha_prev, sigma, noise,
                                       direction)

@@ -19,8 +19,8 @@ import functools
 
 import numpy as np
 import torch
-from diffusers.utils.torch_utils import randn_tensor
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.sigma_schedules import timestep_at
 
 
@@ -59,7 +59,7 @@ class ChurnMixin:
         if gamma <= 0:
             return sample
         sigma_hat = sigma * (gamma + 1)
-        noise = randn_tensor(sample.shape, generator=generator, device=sample.device, dtype=sample.dtype)
+        noise = sampler_noise(sample.shape, generator=generator, device=sample.device, dtype=sample.dtype)
         sample = sample + noise * settings.s_noise * (sigma_hat**2 - sigma**2) ** 0.5
         self.sigmas[self.step_index] = sigma_hat
         self._churn_timesteps[self.step_index] = self._model_timestep_at(float(sigma_hat))

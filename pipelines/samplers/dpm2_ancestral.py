@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from diffusers import KDPM2AncestralDiscreteScheduler
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.sigma_steps import ancestral_split
 
 
@@ -34,6 +35,29 @@ class KDPM2AncestralEtaScheduler(KDPM2AncestralDiscreteScheduler):
             self._split_at_eta(self.eta)
         if self.s_noise != 1.0:
             self.sigmas_up = self.sigmas_up * self.s_noise
+
+    def step(self, model_output, timestep, sample, generator=None, return_dict: bool = True):
+        """diffusers' step; with an NV (Philox) generator, which diffusers' `randn_tensor` cannot draw from, its
+        second-order call adds the Philox draw instead. diffusers' own draw is then made from a throwaway generator
+        and scaled by a sigma_up of 0 (adding exactly nothing), so the update is otherwise diffusers' to the bit."""
+        from pipelines.rng_source import is_philox
+
+        if not is_philox(generator):
+            return super().step(model_output, timestep, sample, generator=generator, return_dict=return_dict)
+        if self.step_index is None:
+            self._init_step_index(timestep)
+        if self.state_in_first_order:  # the half step to the midpoint draws no noise
+            return super().step(model_output, timestep, sample, return_dict=return_dict)
+        index = self.step_index - 1
+        sigma_up = self.sigmas_up[index].clone()
+        self.sigmas_up[index] = 0.0
+        try:
+            output = super().step(model_output, timestep, sample, generator=torch.Generator("cpu"), return_dict=True)
+        finally:
+            self.sigmas_up[index] = sigma_up
+        noise = sampler_noise(model_output.shape, generator, model_output.device, model_output.dtype)
+        output.prev_sample = output.prev_sample + noise * sigma_up
+        return output if return_dict else (output.prev_sample, output.pred_original_sample)
 
     def _split_at_eta(self, eta: float) -> None:
         # The schedule's own sigmas (ending at 0) and model timesteps, out of KDPM2's interleaved layout.

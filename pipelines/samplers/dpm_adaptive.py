@@ -232,12 +232,12 @@ class DPMAdaptiveScheduler(PlannedWalkScheduler):
 
     def step(self, model_output, timestep, sample, generator=None, return_dict: bool = True, **_):
         from diffusers.schedulers.scheduling_euler_discrete import EulerDiscreteSchedulerOutput
-        from diffusers.utils.torch_utils import randn_tensor
+        from pipelines.samplers.noise import sampler_noise
 
         sample = sample.to(torch.float32)
         if self.walk is None:
             def noise(sigma, sigma_next):  # k-diffusion's `randn_like`, per image from its generator (A1111's RNG)
-                return randn_tensor(sample.shape, generator=generator, device=sample.device, dtype=torch.float32)
+                return sampler_noise(sample.shape, generator=generator, device=sample.device, dtype=torch.float32)
 
             self.walk = DPMAdaptiveWalk(sample, self.sigma_min, self.sigma_max, noise, eta=self.eta,
                                         s_noise=self.s_noise)

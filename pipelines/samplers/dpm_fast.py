@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-from diffusers.utils.torch_utils import randn_tensor
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.planned_walk import PlannedWalkScheduler
 from pipelines.samplers.sigma_steps import ancestral_split
 
@@ -121,6 +121,6 @@ class DPMFastScheduler(PlannedWalkScheduler):
         x = dpm_solver_stage(step.order, stage, self._start, self._eps, step)
         if stage == step.order - 1 and step.sigma_up > 0:
             # k-diffusion draws this noise at sigma_up 0 too (eta 0, the last step), where it changes nothing
-            noise = randn_tensor(x.shape, generator=generator, device=x.device, dtype=torch.float32)
+            noise = sampler_noise(x.shape, generator=generator, device=x.device, dtype=torch.float32)
             x = x + noise * (step.sigma_up * self.s_noise)
         return x

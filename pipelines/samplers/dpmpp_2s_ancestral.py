@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import torch
 from diffusers.schedulers.scheduling_k_dpm_2_ancestral_discrete import KDPM2AncestralDiscreteSchedulerOutput
-from diffusers.utils.torch_utils import randn_tensor
 
 from pipelines.samplers.dpm2_ancestral import KDPM2AncestralEtaScheduler
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.sigma_steps import predicted_original
 
 
@@ -43,7 +43,7 @@ class DPMSolverPlusPlus2SAncestralScheduler(KDPM2AncestralEtaScheduler):
             h = torch.log(sigma / sigma_down)
             start, self.sample = self.sample, None
             prev_sample = (sigma_down / sigma) * start - torch.expm1(-h) * denoised
-            noise = randn_tensor(model_output.shape, dtype=model_output.dtype, device=model_output.device, generator=generator)
+            noise = sampler_noise(model_output.shape, generator, model_output.device, model_output.dtype)
             prev_sample = prev_sample + noise * sigma_up
         self._step_index += 1
         if not return_dict:

@@ -5,7 +5,7 @@ with Karras is a common Civitai pairing that A1111 runs. EulerDiscreteScheduler 
 schedule switch; only its update differs. This step splits each move sigma -> sigma_next into a
 deterministic Euler step down to sigma_down and fresh noise of std sigma_up, with
 sigma_up^2 + sigma_down^2 = sigma_next^2 (Song et al. 2021's ancestral sampling in sigma space,
-as in k-diffusion's `get_ancestral_step`). The noise is one `randn_tensor` per step from the
+as in k-diffusion's `get_ancestral_step`). The noise is one `sampler_noise` draw per step from the
 image's generator, the draw order of diffusers' own ancestral Euler, so "Uniform" images are
 unchanged by the switch.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from diffusers import EulerDiscreteScheduler
 from diffusers.schedulers.scheduling_euler_discrete import EulerDiscreteSchedulerOutput
-from diffusers.utils.torch_utils import randn_tensor
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.sigma_steps import ancestral_split, predicted_original
 
 
@@ -35,7 +35,7 @@ class EulerAncestralAnyScheduleScheduler(EulerDiscreteScheduler):
         sigma_down, sigma_up = ancestral_split(sigma, sigma_next, self.eta)
         derivative = (sample - denoised) / sigma
         prev_sample = sample + derivative * (sigma_down - sigma)
-        noise = randn_tensor(model_output.shape, dtype=model_output.dtype, device=model_output.device, generator=generator)
+        noise = sampler_noise(model_output.shape, generator, model_output.device, model_output.dtype)
         prev_sample = (prev_sample + noise * sigma_up).to(model_output.dtype)
         self._step_index += 1
         if not return_dict:

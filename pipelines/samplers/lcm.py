@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from diffusers import EulerDiscreteScheduler
 from diffusers.schedulers.scheduling_euler_discrete import EulerDiscreteSchedulerOutput
-from diffusers.utils.torch_utils import randn_tensor
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.sigma_steps import predicted_original
 from pipelines.samplers.sigma_schedules import uniform_sigmas
 
@@ -98,7 +98,7 @@ class A1111LCMScheduler(EulerDiscreteScheduler):
         denoised_raw = predicted_original(model_output.to(torch.float32), sample, sigma, self.config.prediction_type)
         noise = None
         if sigma_next > 0:
-            noise = randn_tensor(model_output.shape, dtype=torch.float32, device=model_output.device, generator=generator)
+            noise = sampler_noise(model_output.shape, generator, model_output.device, torch.float32)
         prev_sample, denoised = lcm_update(sample, denoised_raw, float(self.timesteps[index]), sigma_next, noise)
         self._step_index += 1
         prev_sample, denoised = prev_sample.to(model_output.dtype), denoised.to(model_output.dtype)

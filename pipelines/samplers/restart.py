@@ -15,8 +15,8 @@ last one ended at (then noise is added) is decided by those float32 values.
 from __future__ import annotations
 
 import torch
-from diffusers.utils.torch_utils import randn_tensor
 
+from pipelines.samplers.noise import sampler_noise
 from pipelines.samplers.planned_walk import PlannedWalkScheduler
 
 RESTART_FROM = 0.1  # the sigma a restart starts from (the nearest schedule sigma) ...
@@ -73,6 +73,6 @@ class RestartScheduler(PlannedWalkScheduler):
             x = start + (derivative + (sample - denoised) / end_sigma) / 2 * step
         if k + 1 < len(self._pairs) and end_sigma < self._pairs[k + 1][0]:  # a restart: noise back up
             next_sigma = self._pairs[k + 1][0]
-            noise = randn_tensor(x.shape, generator=generator, device=x.device, dtype=torch.float32)
+            noise = sampler_noise(x.shape, generator=generator, device=x.device, dtype=torch.float32)
             x = x + noise * (next_sigma**2 - end_sigma**2) ** 0.5
         return x

@@ -15,7 +15,8 @@ NoiseSource = Literal["none", "generator", "brownian_seeds"]
 """Where a sampler's per-step noise comes from.
 
 - "none": deterministic; the result depends only on the initial latents.
-- "generator": drawn with `diffusers.utils.torch_utils.randn_tensor` inside `scheduler.step`, so
+- "generator": drawn with `pipelines.samplers.noise.sampler_noise` (diffusers' `randn_tensor` for torch generators,
+  Philox for NV) inside `scheduler.step`, so
   passing a list of per-image `torch.Generator`s gives per-image reproducible noise.
 - "brownian_seeds": drawn from a Brownian tree (DPMSolverSDEScheduler) that ignores generators;
   call `seed_brownian_noise(scheduler, seeds)` with one seed per image instead.

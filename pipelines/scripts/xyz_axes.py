@@ -6,9 +6,9 @@ values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
 ones whose feature mixkit does not have (Image CFG Scale, Token merging ratio high-res) are refused
-when chosen, saying why and what to plot instead; RNG source runs the sources mixkit's noise is (CPU, and GPU on a CPU
-model) and refuses NV. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token merging ratio) have a
-`switch` (`pipelines.scripts.xyz_model_axes`).
+when chosen, saying why and what to plot instead; RNG source runs CPU and NV (`pipelines.rng_source`), and GPU on a
+CPU model, where it is the CPU noise. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token
+merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 from mixkit.registry import Registry
+from pipelines.rng_source import RNG_SOURCES, check_rng_source_device
 from pipelines.scripts.xyz_model_axes import (check_fp8_pipe, check_fp8_values, check_token_merging_pipe,
                                               check_token_merging_values, check_vaes, fp8_choices, switch_fp8,
                                               switch_token_merging, switch_vae, vae_choices)
@@ -347,14 +348,10 @@ def check_true_false(params, values, context) -> None:
             raise ValueError(f"{value!r} must be True or False.")
 
 
-# A1111's `randn_source` choices, in its order. mixkit draws every noise tensor with a CPU generator seeded per image
-# (`pipelines.seeds`): A1111's "CPU" source. Its "GPU" source draws with torch on the model's device, which on a CPU
-# device is that same generator, so "GPU" is the same noise there; "NV" is A1111's own NumPy Philox generator.
-RNG_SOURCES = ("GPU", "CPU", "NV")
-
-
+# A1111's `randn_source` choices, in its order (pipelines.rng_source): each cell's `rng_source`, as A1111's axis sets
+# the option. "GPU" runs where it is the CPU noise, on a model on the CPU (`check_rng_source_pipe`).
 def rng_source_choices(context: PlotContext) -> list[str]:
-    return ["GPU", "CPU"]  # NV is refused (`check_rng_sources`): the fill button offers what runs
+    return list(RNG_SOURCES)
 
 
 def find_rng_source(value: Any) -> str | None:
@@ -362,22 +359,20 @@ def find_rng_source(value: Any) -> str | None:
     return next((source for source in RNG_SOURCES if source.casefold() == folded), None)
 
 
+def apply_rng_source(params, value, values, context):
+    return replace(params, rng_source=find_rng_source(value))
+
+
 def check_rng_sources(params, values, context) -> None:
     unknown = [value for value in values if find_rng_source(value) is None]
     if unknown:
         raise ValueError(f"RNG source {unknown[0]!r} is not one of {', '.join(map(repr, RNG_SOURCES))}.")
-    if any(find_rng_source(value) == "NV" for value in values):
-        raise ValueError("RNG source NV is A1111's own NumPy Philox generator (NVIDIA's GPU noise, drawn the same on "
-                         "every device), which mixkit does not have: its noise is A1111's CPU source; plot CPU (and "
-                         "GPU, the same noise on a CPU device).")
 
 
 def check_rng_source_pipe(pipe, values) -> None:
-    """"GPU" only where it is the CPU source's noise: on a model running on the CPU."""
-    device = getattr(pipe.model, "device", None)
-    if any(find_rng_source(value) == "GPU" for value in values) and getattr(device, "type", "cpu") != "cpu":
-        raise ValueError(f"RNG source GPU draws A1111's noise on the model's device ({device}), and mixkit draws all "
-                         "noise on the CPU (A1111's CPU source); plot only CPU here.")
+    """"GPU" only where it is the CPU source's noise: on a model running on the CPU (the pipeline's own rule)."""
+    if any(find_rng_source(value) == "GPU" for value in values):
+        check_rng_source_device("GPU", getattr(pipe.model, "device", None))
 
 
 XYZ_AXES: Registry[AxisOption] = Registry("X/Y/Z plot axis type")
@@ -453,7 +448,7 @@ _register(
     AxisOption("Refiner checkpoint", TEXT, apply_refiner, format_value=file_name, choices=refiner_choices,
                check=check_refiners, cost=1.0),
     AxisOption("Refiner switch at", FLOAT, set_field("refiner_switch_at")),
-    AxisOption("RNG source", TEXT, apply_nothing, choices=rng_source_choices, check=check_rng_sources,
+    AxisOption("RNG source", TEXT, apply_rng_source, choices=rng_source_choices, check=check_rng_sources,
                check_pipe=check_rng_source_pipe),
     AxisOption("FP8 mode", TEXT, apply_nothing, choices=fp8_choices, check=check_fp8_values, cost=0.9,
                switch=switch_fp8, check_pipe=check_fp8_pipe),

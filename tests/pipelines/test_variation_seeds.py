@@ -81,8 +81,9 @@ def test_strength_0_draws_no_variation_noise_and_is_todays_noise(monkeypatch):
 
     plain = initial_noise(image_generators([5, 6]), (4, 8, 8))
     draws = []
-    real = seeds_module._randn
-    monkeypatch.setattr(seeds_module, "_randn", lambda shape, generator: draws.append(shape) or real(shape, generator))
+    real = seeds_module.randn_from
+    monkeypatch.setattr(seeds_module, "randn_from",
+                        lambda generator, shape: draws.append(shape) or real(generator, shape))
     got = initial_noise(image_generators([5, 6]), (4, 8, 8), subseeds=[9, 10], subseed_strength=0.0)
     assert torch.equal(got, plain) and draws == [(4, 8, 8), (4, 8, 8)]
     torch.manual_seed(5)

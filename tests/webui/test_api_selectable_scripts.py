@@ -71,7 +71,7 @@ def test_img2img_plot_varies_denoising(client):
     (["Sampler", "Euler, Nope"], "Sampler 'Nope'"),
     (["Checkpoint name", "nope"], "Unknown checkpoint 'nope'"),
     (["Steps", "1, 5000"], "steps"),
-    (["RNG source", "NV"], "RNG source NV is A1111's own NumPy Philox generator"),
+    (["RNG source", "XPU"], "RNG source 'XPU' is not one of 'GPU', 'CPU', 'NV'"),
     (["Image CFG Scale", "1.5"], "script_args x_type: unknown txt2img axis type 'Image CFG Scale'"),
     (["VAE", "x"], "Unknown VAE 'x' on the VAE axis. Valid names: 'Automatic', 'None' (the VAE files and folders"),
     (["Prompt S/R", "x" * 200_000], "could not be read as comma-separated values"),  # was csv.Error: a 500

@@ -167,6 +167,6 @@ def test_the_web_uis_dropdowns_offer_both_axes_and_the_servers_vaes(running):
     assert "VAE" in offered and "Token merging ratio" in offered and "FP8 mode" in offered
     assert "Token merging ratio high-res" not in offered  # refused: not offered
     assert axis_choices("FP8 mode", running.state) == ["Disable", "Enable for SDXL", "Enable"]
-    assert axis_choices("RNG source", running.state) == ["GPU", "CPU"]
+    assert axis_choices("RNG source", running.state) == ["GPU", "CPU", "NV"]
     assert axis_choices("VAE", running.state) == ["Automatic", "None", "broken.safetensors", "other-vae"]
     assert axis_choices("Token merging ratio", running.state) is None  # typed numbers, as A1111's slider values

@@ -176,3 +176,22 @@ def test_an_existing_file_with_a_path_like_name_is_read(tmp_path, monkeypatch):
     (tmp_path / "sub" / "00001-7.txt").write_text("x\nSteps: 2, Sampler: Euler, CFG scale: 5\n")
     monkeypatch.chdir(tmp_path)
     assert read_infotext_argument("sub/00001-7.txt").startswith("x\nSteps: 2,")
+
+
+def test_an_nv_image_is_reproduced_from_its_png_and_the_flag_wins_over_its_rng(tiny_sd1_dir, tmp_path, capsys):
+    original, _ = _generate(capsys, "a red circle", "--model", str(tiny_sd1_dir), "--seed", "77", "--sampler",
+                            "Euler a", "--rng-source", "NV", "-o", str(tmp_path / "a"), *SIZE)
+    assert "RNG: NV" in Image.open(original).text["parameters"]
+    again, err = _generate(capsys, "--infotext", original, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "b"))
+    assert "warning" not in err
+    assert Image.open(again).tobytes() == Image.open(original).tobytes()
+    cpu, _ = _generate(capsys, "--infotext", original, "--rng-source", "CPU", "--model", str(tiny_sd1_dir),
+                       "-o", str(tmp_path / "c"))
+    assert "RNG: CPU" in Image.open(cpu).text["parameters"]
+    assert Image.open(cpu).tobytes() != Image.open(original).tobytes()
+
+
+def test_an_infotext_rng_that_is_no_source_is_refused_naming_the_flag(tiny_sd1_dir, tmp_path, capsys):
+    text = "x\nSteps: 2, Sampler: Euler, CFG scale: 5, Seed: 1, Size: 64x64, RNG: XPU"
+    assert main(["generate", "--infotext", text, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "o")]) != 0
+    assert "--rng-source must be one of 'GPU', 'CPU', 'NV'" in capsys.readouterr().err

@@ -25,7 +25,7 @@ FACE_PARAMS = {"face_restoration_model": "CodeFormer", "code_former_weight": 0.5
 ])
 def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
     values = {"eta_ancestral": 0.6, "eta_ddim": 0.3, "eta_noise_seed_delta": 31337}
-    assert sampler_option_params(sampler, values) == {"eta": expected_eta, "ensd": 31337,
+    assert sampler_option_params(sampler, values) == {"eta": expected_eta, "ensd": 31337, "rng_source": "CPU",
                                                       "sampler_parameters": SamplerParameters(),
                                                       "inpainting_mask_weight": 1.0,
                                                       "refiner_switch_by_sample_steps": False,
@@ -35,6 +35,7 @@ def test_each_sampler_takes_its_own_eta_setting(sampler, expected_eta):
 
 def test_defaults_are_a1111s():
     assert SAMPLER_OPTION_DEFAULTS == {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0,
+                                       "randn_source": "CPU",  # mixkit's noise; A1111's default is GPU
                                        "img2img_fix_steps": False, "sigma_min": 0.0, "sigma_max": 0.0, "rho": 0.0,
                                        "s_churn": 0.0, "s_tmin": 0.0, "s_tmax": 0.0, "s_noise": 1.0,
                                        "always_discard_next_to_last_sigma": False, "sgm_noise_multiplier": False,
@@ -50,7 +51,8 @@ def test_defaults_are_a1111s():
                                        "save_images_before_color_correction": False,
                                        "face_restoration": False,
                                        **FACE_PARAMS, **HYPERTILE_OPTION_DEFAULTS}
-    assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "sampler_parameters": SamplerParameters(),
+    assert sampler_option_params("Euler a", {}) == {"eta": 1.0, "ensd": 0, "rng_source": "CPU",
+                                                    "sampler_parameters": SamplerParameters(),
                                                     "inpainting_mask_weight": 1.0,
                                                     "refiner_switch_by_sample_steps": False,
                                                     "use_old_scheduling": False, "tiling": False, "hypertile": None,
@@ -61,7 +63,7 @@ def test_defaults_are_a1111s():
                                         ("eta_noise_seed_delta", -1), ("eta_noise_seed_delta", 1.5),
                                         ("hires_fix_refiner_pass", "Second pass"), ("hires_fix_refiner_pass", 2),
                                         ("refiner_switch_by_sample_steps", "True"), ("use_old_scheduling", 1),
-                                        ("tiling", "yes")])
+                                        ("tiling", "yes"), ("randn_source", "nv"), ("randn_source", None)])
 def test_bad_values_are_refused(tmp_path, key, value):
     options = ServerOptions(str(tmp_path), 0)
     with pytest.raises(ValueError, match=key):
@@ -71,9 +73,10 @@ def test_bad_values_are_refused(tmp_path, key, value):
 def test_settings_are_saved_and_read_back(tmp_path):
     path = str(tmp_path / "settings.json")
     options = ServerOptions(str(tmp_path), 0, settings_file=path)
-    options.apply(options.check_update({"eta_ancestral": 0.25, "eta_noise_seed_delta": 31337}))
+    options.apply(options.check_update({"eta_ancestral": 0.25, "eta_noise_seed_delta": 31337, "randn_source": "NV"}))
     again = ServerOptions(str(tmp_path), 0, settings_file=path)
-    assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "sampler_parameters": SamplerParameters(),
+    assert again.sampler_params("Euler a") == {"eta": 0.25, "ensd": 31337, "rng_source": "NV",
+                                               "sampler_parameters": SamplerParameters(),
                                                "inpainting_mask_weight": 1.0,
                                                "refiner_switch_by_sample_steps": False,
                                                "use_old_scheduling": False, "tiling": False, "hypertile": None,

@@ -78,6 +78,7 @@ FIELD_FLAGS = {
     "height": "--height",
     "seed": "--seed",
     "ensd": "--ensd",
+    "rng_source": "--rng-source",
     "eta": "--eta",
     "emphasis": "--emphasis",
 }

@@ -66,6 +66,11 @@ def add_generation_flags(p: argparse.ArgumentParser,
                         "DPM++ 2M SDE; default 1, 0 = no noise) and DDIM (default 0); other samplers ignore it")
     p.add_argument("--ensd", type=int, default=None,
                    help="A1111's eta noise seed delta (ENSD, e.g. 31337): ancestral samplers' noise from seed + ENSD; default 0")
+    p.add_argument("--rng-source", default=None, choices=("CPU", "NV", "GPU"),
+                   help="A1111's RNG source: CPU (default: a CPU torch generator), NV (NVIDIA's GPU noise, drawn "
+                        "with Philox on the CPU: the same picture on any machine, and what A1111 gives with GPU on an "
+                        "NVIDIA card), GPU (on a CPU model only, where it is the CPU noise); an infotext's `RNG` "
+                        "fills it")
     from webui.cli.sampler_parameter_flags import add_sampler_parameter_flags
 
     add_sampler_parameter_flags(p)
@@ -356,7 +361,8 @@ def generation_fields(args: argparse.Namespace) -> dict:
         subseed=_or(args.subseed, d.subseed), subseed_strength=_or(args.subseed_strength, d.subseed_strength),
         seed_resize_from_w=(args.seed_resize_from or (0, 0))[0], seed_resize_from_h=(args.seed_resize_from or (0, 0))[1],
         sampler=_or(args.sampler, d.sampler), schedule_type=_or(args.schedule_type, d.schedule_type), eta=args.eta,
-        ensd=_or(args.ensd, d.ensd), clip_skip=_or(args.clip_skip, d.clip_skip), loras=list(args.lora),
+        ensd=_or(args.ensd, d.ensd), rng_source=_or(args.rng_source, d.rng_source),
+        clip_skip=_or(args.clip_skip, d.clip_skip), loras=list(args.lora),
         emphasis=_or(args.emphasis, d.emphasis),
         comma_padding_backtrack=_or(args.comma_padding_backtrack, d.comma_padding_backtrack),
         sdxl_clip_l_skip=bool(args.sdxl_clip_l_skip),

@@ -154,6 +154,8 @@ def apply_infotext(args: argparse.Namespace, text: str, img2img=None) -> tuple[a
         taken += _fill_flags(args, img2img.flag_keys(args), written)
     taken += [key for key in _fill_flags(args, FLAG_KEYS, parsed) if key in written]
     taken += _fill_seed_resize(args, written)
+    # --rng-source from a written `RNG` only (A1111 writes it when not its default, GPU): a missing key is GPU noise
+    taken += _fill_flags(args, {"rng_source": ("RNG", as_text)}, written)
     from webui.cli.ip_adapter_flags import fill_ip_adapter_infotext
 
     taken += fill_ip_adapter_infotext(args, written)  # with --ip-adapter given: its scales and windows
@@ -188,9 +190,9 @@ def apply_infotext(args: argparse.Namespace, text: str, img2img=None) -> tuple[a
                "Prompt", "Negative prompt", *taken,
                *CONTROLNET_KEY.findall("\n".join(written))}  # the units: webui.cli.controlnet_units
     ignored += [f"{key}: {value}{unused.get(key, '')}" for key, value in written.items() if key not in handled]
-    if written.get("RNG", "GPU") != "CPU":
-        ignored.append(f"RNG: {written.get('RNG', 'GPU (no RNG key)')} (mixkit draws the initial noise on the CPU, as "
-                       "A1111's RNG: CPU; other noise gives another image)")
+    if "RNG" not in written:
+        ignored.append("RNG: GPU (no RNG key: A1111's GPU noise, which mixkit does not draw; NV is what an NVIDIA "
+                       "GPU drew: pass --rng-source NV for such an image, up to float rounding)")
     if ignored:
         print("mixkit: warning: --infotext keys not honoured: " + "; ".join(ignored), file=sys.stderr)
     return args, written

@@ -500,9 +500,15 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
         steps = f"the steps after Refiner switch at: {switch}" if switch not in (None, "") else "the last steps"
         notes.append(f"Refiner: {steps} were sampled with {parsed['Refiner']!r}; this form has no Refiner controls, "
                      "so the paste fills the base model's pass only and the image will differ.")
-    if has_parameters and parsed.get("RNG", "GPU") != "CPU":
-        notes.append(f"RNG: the image's noise was drawn on the {parsed.get('RNG', 'GPU')} (A1111's default when the "
-                     "key is missing); this server draws CPU noise, so the same seed gives another image.")
+    rng = parsed.get("RNG", "GPU")  # A1111's default when the key is missing
+    if has_parameters and rng == "NV":
+        notes.append("RNG: NV: the image's noise is NVIDIA's GPU noise (A1111's NV source); the RNG source is a "
+                     "Setting here (Settings > Sampler parameters), not a form field; set it to NV to reproduce the "
+                     "image.")
+    elif has_parameters and rng != "CPU":
+        notes.append(f"RNG: the image's noise was drawn on the {rng} (A1111's default when the key is missing), "
+                     "which this server does not draw, so the same seed gives another image; if that GPU was an "
+                     "NVIDIA one, Settings > Sampler parameters' RNG source NV draws the same noise.")
     return notes
 
 

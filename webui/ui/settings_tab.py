@@ -149,8 +149,10 @@ def build_settings_tab(state: ServerState) -> gr.Dropdown:
             fix_steps = gr.Checkbox(lambda: state.options.get("img2img_fix_steps"),
                                     label="With img2img, do exactly the amount of steps the slider specifies "
                                           "(normally fewer with less denoising)", elem_id="settings_img2img_fix_steps")
+        from webui.ui.rng_source_settings import build_rng_source_settings
         from webui.ui.sampler_parameter_settings import build_sampler_parameter_settings
 
+        build_rng_source_settings(state, apply_settings)
         build_sampler_parameter_settings(state, apply_settings)
     with gr.Accordion("Hypertile (tiled self-attention: faster large images, approximate)", open=False,
                       elem_id="settings_hypertile"):

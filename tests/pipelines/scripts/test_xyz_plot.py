@@ -309,16 +309,21 @@ def test_rng_source_cpu_and_gpu_are_the_same_noise_on_a_cpu_model(sd1_pipe):
     assert parse_infotext(result.infotexts[0])["X Type"] == "RNG source"
 
 
-@pytest.mark.parametrize("values, message", [
-    ("CPU, NV", "X axis: RNG source NV is A1111's own NumPy Philox generator (NVIDIA's GPU noise, drawn the same on "
-                "every device), which mixkit does not have: its noise is A1111's CPU source; plot CPU (and GPU, the "
-                "same noise on a CPU device)."),
-    ("CPU, XPU", "X axis: RNG source 'XPU' is not one of 'GPU', 'CPU', 'NV'."),
-])
-def test_rng_sources_mixkit_cannot_draw_are_refused_while_validating(values, message):
+def test_rng_source_nv_cells_draw_philox_noise_and_record_it(sd1_pipe):
+    """A1111's axis sets randn_source per cell: the NV cell is the image NV gives outside the plot."""
+    config = xyz_plot.xyz_config(("RNG source", "CPU, nv"), include_lone_images=True)
+    assert config.x.labels() == ["RNG source: CPU", "RNG source: nv"]
+    result = xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config)
+    cpu, nv = result.images[1:]
+    assert nv.tobytes() == sd1_pipe(Txt2ImgParams(**TINY, rng_source="NV")).images[0].tobytes()
+    assert cpu.tobytes() == sd1_pipe(Txt2ImgParams(**TINY)).images[0].tobytes() != nv.tobytes()
+    assert [parse_infotext(text)["RNG"] for text in result.infotexts[1:]] == ["CPU", "NV"]
+
+
+def test_rng_sources_that_are_none_of_a1111s_are_refused_while_validating():
     with pytest.raises(ValueError) as caught:
-        xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("RNG source", values)), PlotContext())
-    assert str(caught.value) == message
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("RNG source", "CPU, XPU")), PlotContext())
+    assert str(caught.value) == "X axis: RNG source 'XPU' is not one of 'GPU', 'CPU', 'NV'."
 
 
 def test_rng_source_gpu_on_a_model_off_the_cpu_is_refused_before_anything_runs(sd1_pipe):
@@ -338,5 +343,7 @@ def test_rng_source_gpu_on_a_model_off_the_cpu_is_refused_before_anything_runs(s
     with pytest.raises(ValueError) as caught:
         xyz_plot.run(OnGpu(), Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Steps", "1"), ("RNG source", "CPU, GPU")))
     assert str(caught.value) == ("Y axis: RNG source GPU draws A1111's noise on the model's device (cuda:0), and mixkit "
-                                 "draws all noise on the CPU (A1111's CPU source); plot only CPU here.")
-    xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("RNG source", "CPU")), PlotContext())
+                                 "draws all noise with CPU generators so that an image reproduces on any machine; "
+                                 "choose CPU (A1111's CPU setting) or NV (NVIDIA's GPU noise, drawn on the CPU: what "
+                                 "A1111 gives with GPU on an NVIDIA card, or with NV anywhere).")
+    xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("RNG source", "CPU, NV")), PlotContext())
