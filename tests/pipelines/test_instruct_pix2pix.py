@@ -178,3 +178,16 @@ def test_skip_early_cfg_with_image_guidance_is_refused_and_ngms_dropped(ip2p_pip
 def test_a_refiner_is_refused(ip2p_pipe, photo, sd1_model):
     with pytest.raises(ValueError, match="A refiner cannot finish an instruct-pix2pix model's image"):
         ip2p_pipe(Img2ImgParams(prompt="x", init_images=[photo], refiner=sd1_model, **SMALL))
+
+
+def test_a_lora_tag_applies_for_the_call_and_is_removed(tiny_ip2p_dir, photo, tmp_path):
+    from mixkit.testing.tiny_lora import write_attention_lora
+
+    write_attention_lora(ImageToImage.from_pretrained(tiny_ip2p_dir).model.unet, tmp_path / "shiny.safetensors")
+    pipe = ImageToImage.from_pretrained(tiny_ip2p_dir, lora_dir=tmp_path)
+    settings = dict(init_images=[photo], seed=4, **SMALL)
+    plain = pipe(prompt="make it red", **settings)
+    tagged = pipe(prompt="make it red <lora:shiny:0.8>", **settings)
+    assert not np.array_equal(pixels(plain.images[0]), pixels(tagged.images[0]))
+    assert np.array_equal(pixels(plain.images[0]), pixels(pipe(prompt="make it red", **settings).images[0]))
+    assert "Image CFG scale: 1.5," in tagged.infotexts[0] and "Lora hashes" in tagged.infotexts[0]
