@@ -191,3 +191,22 @@ def test_a_lora_tag_applies_for_the_call_and_is_removed(tiny_ip2p_dir, photo, tm
     assert not np.array_equal(pixels(plain.images[0]), pixels(tagged.images[0]))
     assert np.array_equal(pixels(plain.images[0]), pixels(pipe(prompt="make it red", **settings).images[0]))
     assert "Image CFG scale: 1.5," in tagged.infotexts[0] and "Lora hashes" in tagged.infotexts[0]
+
+
+def test_a_controlnet_unit_sees_the_plain_latents_on_every_pass(tiny_ip2p_dir, photo, controlnet):
+    """The ControlNet gets the 4 latent channels (as beside an inpainting UNet), on the image-free pass too."""
+    from pipelines.controlnet import ControlNetImageToImage, ControlNetUnit
+
+    pipe = ControlNetImageToImage.from_pretrained(tiny_ip2p_dir)
+    seen = []
+    handle = controlnet.register_forward_pre_hook(lambda module, args: seen.append(tuple(args[0].shape)))
+    try:
+        settings = dict(prompt="make it red", init_images=[photo], seed=4, **SMALL)
+        on = pipe(controlnets=[ControlNetUnit(controlnet, photo, weight=1.0)], **settings)
+    finally:
+        handle.remove()
+    steps = int(0.75 * SMALL["steps"]) + 1
+    assert seen == [(2, 4, 8, 8), (1, 4, 8, 8)] * steps
+    off = pipe(controlnets=[ControlNetUnit(controlnet, photo, weight=0.0)], **settings)
+    assert np.array_equal(pixels(off.images[0]), pixels(ImageToImage.from_pipeline(pipe)(**settings).images[0]))
+    assert not np.array_equal(pixels(on.images[0]), pixels(off.images[0]))

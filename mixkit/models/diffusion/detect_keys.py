@@ -176,8 +176,8 @@ def guess_prediction_type(
         return "epsilon", f"{family.label} checkpoints are epsilon-prediction unless marked {V_PRED_MARKER!r}"
     unet_in = state.get(UNET_IN)
     if unet_in is not None and unet_in.ndim == 4 and int(unet_in.shape[1]) != TEXT_TO_IMAGE_CHANNELS:
-        return "epsilon", (f"SD 2.x inpainting UNet ({int(unet_in.shape[1])} input channels) is epsilon-prediction "
-                           "unless marked (ComfyUI's and A1111's SD 2.x inpainting rule)")
+        return "epsilon", (f"SD 2.x inpainting or instruct-pix2pix UNet ({int(unet_in.shape[1])} input channels) is "
+                           "epsilon-prediction unless marked (ComfyUI's and A1111's SD 2.x inpainting rule)")
     probe = state.get(SD2_V_PROBE_KEY)
     if probe is None:
         return "epsilon", f"SD 2.x file without {SD2_V_PROBE_KEY!r} to test; assuming epsilon"
