@@ -46,6 +46,7 @@ class BatchStart:
     post_step: Any = None  # (latents, index) -> latents, e.g. keeping a hires pass's fixed latents
     mask_blend: Any = None  # pipelines.inpaint_blend.MaskBlend: where inpainting puts the original back
     unet_extra: Any = None  # (model_input, t, step_cond, step, row_owners) -> UNet kwargs (ControlNet residuals)
+    image_guidance: Any = None  # pipelines.instruct_pix2pix.ImageGuidance: an ip2p model's Image CFG scale
 
 
 def recommended_for(model: DiffusionModel, params_class) -> dict[str, Any]:
@@ -322,7 +323,7 @@ class DiffusionPipelineBase:
                         extra_channels=start.extra_channels,
                         post_step=start.post_step, mask_blend=start.mask_blend, unet_extra=start.unet_extra,
                         on_step=on_step,
-                        uncond_skip=uncond_skip_of(params), refiner=switch,
+                        uncond_skip=uncond_skip_of(params), refiner=switch, image_guidance=start.image_guidance,
                     )
                     if switch is None:
                         latents = run_sampler(request)

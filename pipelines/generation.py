@@ -450,6 +450,7 @@ class ModelSession:
             "Sampler": sampler.name,
             "Schedule type": sampler.schedule_type,
             "CFG scale": params.cfg_scale,
+            "Image CFG scale": None,  # A1111's place for an instruct-pix2pix img2img's, given in `extra`
             "Seed": seed,
             # A1111 writes the restorer setting's name for any image of a restore_faces call
             "Face restoration": params.face_restoration_model if params.restore_faces else None,

@@ -14,6 +14,8 @@ mid grey) as extra input channels; without a mask, a full mask (as A1111 does). 
 inpainting (pipelines/soft_inpainting.py): the mask kept soft, blended per step by noise level, and pasted back
 through a mask of what changed instead of the blurred one. `color_correction` is A1111's img2img colour correction
 (pipelines/color_correction.py), applied after Restore faces and before the paste-back, as A1111's process_images.
+InstructPix2Pix checkpoints (8-channel UNets) get the init image's latents as extra input channels and A1111's Image
+CFG scale (`image_cfg_scale`, pipelines/instruct_pix2pix.py), with or without a mask.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from mixkit.models.diffusion import ModelFamily
 from pipelines.base import BatchStart, DiffusionPipelineBase
 from pipelines.image_prep import (
     IMG2IMG_RESIZE_MODES, LATENT_RESIZE_MODE, check_resize_mode, normalize_init_image, resize_image, to_model_pixels,
+)
+from pipelines.instruct_pix2pix import (
+    DEFAULT_IMAGE_CFG_SCALE, check_image_cfg_scale, image_cfg_infotext, image_conditioning, image_guidance_for,
+    is_instruct_pix2pix_unet,
 )
 from pipelines.inpaint_mask import (
     CropRegion, blur_mask, check_mask_image, check_masked_content, conditioning_mask, fill_masked_area,
@@ -50,6 +56,9 @@ class Img2ImgParams(Txt2ImgParams):
     # PIL images: one for the whole batch, or one per image; read upright, 8-bit, transparency on white
     init_images: list = field(default_factory=list)
     denoising_strength: float = 0.75
+    # A1111's Image CFG Scale: how closely an instruct-pix2pix checkpoint keeps to the init image (ignored, and not
+    # recorded, for any other model, as A1111 drops it); None = A1111's API default, the plain CFG (as 1), unrecorded
+    image_cfg_scale: float | None = DEFAULT_IMAGE_CFG_SCALE
     resize_mode: str = "just resize"
     exact_steps: bool = False
     mask: Any = None  # PIL image, white = repaint; a transparent RGBA mask: its alpha strokes (binary_mask)
@@ -96,6 +105,7 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
     _shrink_batch_to_images(params)
     check_txt2img_params(params, limits, multiple)
     params.denoising_strength = _checked_strength(params.denoising_strength)
+    params.image_cfg_scale = check_image_cfg_scale(params.image_cfg_scale, limits.max_cfg_scale)
     images = params.init_images
     if not isinstance(images, list) or not images:
         raise ValueError("init_images must be a non-empty list of PIL images.")
@@ -136,6 +146,23 @@ def check_img2img_params(params: Img2ImgParams, limits, multiple: int) -> None:
 
     params.color_correction = check_color_correction(params.color_correction)
     _check_flag("save_images_before_color_correction", params.save_images_before_color_correction)
+
+
+def _check_instruct_pix2pix_use(params: Img2ImgParams) -> None:
+    """What an instruct-pix2pix checkpoint cannot run with. A refiner's UNet would get neither the image channels
+    nor the image guidance. With Image CFG scale != 1, Skip Early CFG is refused (A1111 drops the image-free rows
+    then and splits the rest in three wrong chunks) and NGMS is switched off on this call's params copy, as A1111
+    applies it only to non-edit models (`not is_edit_model`), so the infotext does not claim it."""
+    if params.refiner is not None:
+        raise ValueError("A refiner cannot finish an instruct-pix2pix model's image: its UNet takes no input image. "
+                         "Drop refiner=, or load a text-to-image checkpoint.")
+    if params.image_cfg_scale is None or params.image_cfg_scale == 1.0:
+        return
+    if params.skip_early_cond > 0:
+        raise ValueError(f"skip_early_cond={params.skip_early_cond} (Skip Early CFG) cannot run with an "
+                         f"instruct-pix2pix model's image_cfg_scale={params.image_cfg_scale}: the skipped steps would "
+                         "drop the image guidance too. Set skip_early_cond to 0, or image_cfg_scale to 1.")
+    params.s_min_uncond, params.s_min_uncond_all = 0.0, False
 
 
 def _shrink_batch_to_images(params: Img2ImgParams) -> None:
@@ -273,6 +300,7 @@ class Img2ImgInputs:
     overlay_masks: list | None = None  # blurred masks for pixel-space paste-back
     latent_mask: Any = None  # [N, 1, h, w], 1 = repaint
     masked_image_latents: Any = None  # 9-channel UNets only
+    image_conditioning: Any = None  # instruct-pix2pix (8-channel) UNets only: the unscaled init latents, [N, 4, h, w]
     conditioning_mask: Any = None  # 9-channel UNets only: their mask channel, [N, 1, h, w]
     crop: CropRegion | None = None
     # Soft inpainting's paste-back masks by image index, filled when each batch's sampling ends
@@ -289,9 +317,13 @@ class ImageToImage(DiffusionPipelineBase):
 
     def check_inputs(self, params: Img2ImgParams) -> None:
         check_img2img_params(params, self.limits, self.model.vae_scale_factor)
+        if is_instruct_pix2pix_unet(self.model.unet):
+            _check_instruct_pix2pix_use(params)
 
     def _prepare(self, params: Img2ImgParams) -> Img2ImgInputs:
         inputs = self._prepare_images(params)
+        if is_instruct_pix2pix_unet(self.model.unet):  # A1111: the image as encoded (resized, cropped, filled)
+            inputs.image_conditioning = image_conditioning(self.model.vae, inputs.init_latents)
         if params.color_correction is not False:
             from pipelines.color_correction import color_correction_target
 
@@ -483,6 +515,9 @@ class ImageToImage(DiffusionPipelineBase):
         if inputs.masked_image_latents is not None:
             channel = inputs.conditioning_mask[pick].to(init)
             start.extra_channels = torch.cat([channel, inputs.masked_image_latents[pick]], dim=1)
+        elif inputs.image_conditioning is not None:  # instruct-pix2pix: the input image, mask or not
+            start.extra_channels = inputs.image_conditioning[pick]
+            start.image_guidance = image_guidance_for(self.model, params.image_cfg_scale)
         else:  # no mask (plain img2img, hires fix's second pass): an inpainting checkpoint repaints everything
             start.extra_channels = full_mask_channels(self.model, count, self._latent_shape(params))
         return start
@@ -526,7 +561,8 @@ class ImageToImage(DiffusionPipelineBase):
         per-axis blur)."""
         from pipelines.img2img_noise import img2img_noise_infotext
 
-        extras: dict[str, Any] = {"Denoising strength": params.denoising_strength,
+        extras: dict[str, Any] = {**image_cfg_infotext(self.model, params.image_cfg_scale),
+                                  "Denoising strength": params.denoising_strength,
                                   **img2img_noise_infotext(params.initial_noise_multiplier, params.img2img_extra_noise),
                                   # A1111 applies the SGM noise multiplier to txt2img's noise only (`sample`)
                                   "SGM noise multiplier": None}

@@ -36,6 +36,8 @@ class SamplingRequest:
     uncond_skip: Any = None  # pipelines.uncond_skip.UncondSkip: steps that leave out the negative prompt (NGMS)
     negative_time_ids: Any = None  # [B, k] for the negative prompt's rows when they differ (SDXL refiner's score)
     refiner: Any = None  # pipelines.refiner.RefinerSwitch: another UNet takes over from one model call on
+    # pipelines.instruct_pix2pix.ImageGuidance: an ip2p model's Image CFG scale (one more pass: negative, no image)
+    image_guidance: Any = None
 
 
 def run_sampler(request: SamplingRequest):
@@ -65,6 +67,8 @@ def run_sampler(request: SamplingRequest):
     # access, which cost ~9% of a step on mixkit-tiny-sd when done four times per step.
     device, dtype = unet.device, unet.dtype
     skip = request.uncond_skip if request.uncond_skip is not None and request.uncond_skip.active else None
+    if request.image_guidance is not None:  # A1111 applies NGMS only `not is_edit_model`; the pipeline checked the rest
+        skip = None
     sigmas = timestep_sigmas(schedulers[0].alphas_cumprod, timesteps) if skip is not None and walk is None else None
     with torch.inference_mode():
         for index, t in enumerate(model_call_timesteps(schedulers[0], timesteps)):
@@ -116,6 +120,9 @@ def run_sampler(request: SamplingRequest):
                     "--preset exact) or a broken checkpoint/LoRA (non-finite weights); the images of this batch "
                     "are lost.")
             guided = request.combine_cfg(noise_pred, cond, cfg_scale)
+            if request.image_guidance is not None:
+                guided = _image_guided(request, unet, model_input, model_t, cond, step, rows, time_ids, noise_pred,
+                                       guided, device, dtype)
             if blend is not None:
                 guided = torch.cat([blend.guided_output(guided[i:i + 1], samples[i], scaled_rows[i], s, i,
                                                         timestep=model_t) for i, s in enumerate(steppers)])
@@ -146,6 +153,23 @@ def run_sampler(request: SamplingRequest):
     if request.mask_blend is not None:  # A1111 puts the original back into the finished (or interrupted) latents
         latents = request.mask_blend.final(latents)
     return latents
+
+
+def _image_guided(request: SamplingRequest, unet, model_input, t, cond, step: int, rows: list[int], time_ids,
+                  noise_pred, guided, device, dtype):
+    """`guided` with an ip2p model's image guidance added: the UNet run once more on each image's negative row with
+    the image channels zeroed (pipelines.instruct_pix2pix says why this is A1111's three-way formula)."""
+    import torch
+
+    negatives = list(cond.uncond_rows)
+    tokens = cond.embeds.shape[1] if cond.row_tokens is None else max(cond.row_tokens[row] for row in negatives)
+    free = _predict(request, unet, request.image_guidance.image_free_input(model_input[negatives]), t,
+                    cond.subset(negatives, tokens), step, [rows[row] for row in negatives],
+                    None if time_ids is None else time_ids[negatives], device, dtype)
+    if not torch.isfinite(free).all():
+        raise ValueError(f"The UNet produced NaN/inf at step {step + 1} (the image-free pass of Image CFG scale): an "
+                         "fp16 overflow (try a float32 or bf16 UNet: --preset exact) or a broken checkpoint/LoRA.")
+    return request.image_guidance.guided(guided, noise_pred[negatives], free)
 
 
 def _uncond_kwargs(hand_uncond: bool, noise_pred, cond, image: int) -> dict:

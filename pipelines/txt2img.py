@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipelines.base import BatchStart, DiffusionPipelineBase
 from pipelines.inpaint_mask import full_mask_channels
+from pipelines.instruct_pix2pix import refuse_text_to_image
 from pipelines.params import Txt2ImgParams, check_txt2img_params
 from pipelines.samplers import initial_noise_scale
 
@@ -18,6 +19,7 @@ class TextToImage(DiffusionPipelineBase):
     params_class = Txt2ImgParams
 
     def check_inputs(self, params: Txt2ImgParams) -> None:
+        refuse_text_to_image(self.model)
         check_txt2img_params(params, self.limits, self.model.vae_scale_factor)
 
     def _start_batch(self, params: Txt2ImgParams, state, sampler, generators: list, first_image: int) -> BatchStart:

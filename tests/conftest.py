@@ -116,6 +116,14 @@ def sdxl_model(tiny_sdxl_dir):
 
 
 @pytest.fixture(scope="session")
+def tiny_ip2p_dir(tmp_path_factory):
+    """A tiny SD 1.x instruct-pix2pix folder (8-channel UNet)."""
+    from mixkit.testing.tiny_instruct_pix2pix import build_tiny_instruct_pix2pix
+
+    return build_tiny_instruct_pix2pix(tmp_path_factory.mktemp("tiny-ip2p"), seed=0)
+
+
+@pytest.fixture(scope="session")
 def tiny_sdxl_refiner_dir(tmp_path_factory):
     from mixkit.testing.tiny_models import build_tiny_sdxl_refiner
 

@@ -483,6 +483,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
     params = params_class(
         **{f: getattr(base, f) for f in Txt2ImgParams.__dataclass_fields__}, **extra,
         init_images=images, denoising_strength=request.denoising_strength, resize_mode=RESIZE_MODES[request.resize_mode],
+        image_cfg_scale=request.image_cfg_scale,
         mask=mask, **mask_blur_params(request), mask_round=request.mask_round,
         inpainting_mask_invert=bool(request.inpainting_mask_invert),
         inpainting_fill=INPAINTING_FILL[request.inpainting_fill], inpaint_full_res=request.inpaint_full_res,

@@ -78,6 +78,7 @@ HIRES_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "hr_negative_prompt": ("Hires negative prompt", as_text),
 }
 IMG2IMG_FIELDS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "image_cfg_scale": ("Image CFG scale", as_number),  # written for instruct-pix2pix checkpoints only
     "mask_blur": ("Mask blur", as_integer),
     "inpainting_mask_invert": ("Mask mode", lambda text: _choice_index(text, MASK_MODES)),
     "inpainting_fill": ("Masked content", lambda text: _choice_index(text, MASKED_CONTENTS)),

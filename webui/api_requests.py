@@ -163,9 +163,9 @@ class Img2ImgRequest(Txt2ImgRequest):
     init_images: list[str] = Field(default_factory=list)
     resize_mode: int = 0
     denoising_strength: float = 0.75
-    # Accepted and unused, as A1111 uses it: its img2img sets image_cfg_scale to None unless the model is
-    # instruct-pix2pix (`cond_stage_key == "edit"`), and such models are refused at load here. webuiapi and most
-    # scripts send 1.5 with every request, so a refusal would break them for a value A1111 drops too.
+    # An instruct-pix2pix checkpoint's Image CFG scale (pipelines.instruct_pix2pix); ignored for any other model, as
+    # A1111 sets it to None unless the model is one (`cond_stage_key == "edit"`): webuiapi and most scripts send 1.5
+    # with every request. Left out (None), A1111 runs the plain CFG with the image on every row and records nothing.
     image_cfg_scale: float | None = None
     mask: str | None = None
     mask_blur_x: int = 4

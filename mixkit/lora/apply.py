@@ -148,7 +148,7 @@ def _changes(module: nn.Module, items: list[tuple[MatchedModule, float]]) -> tup
     for match, strength in items:
         weights = match.lora_module.weights
         if match.pad_inputs_to is not None:
-            # A 4-channel conv_in change on an inpainting UNet: the extra (mask, masked image) inputs get zero.
+            # A 4-channel conv_in change on an inpainting (or instruct-pix2pix) UNet: the extra inputs get zero.
             change = weights.weight_change(original[:, :4], strength)
             change = torch.nn.functional.pad(change, (0, 0, 0, 0, 0, original.shape[1] - 4))
         else:

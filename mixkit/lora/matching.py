@@ -28,7 +28,8 @@ _CONTEXT_WIDTHS = {768: "SD 1.x", 1024: "SD 2.x", 2048: "SDXL"}
 class MatchedModule:
     target: TargetModule
     lora_module: LoraModule
-    # The file's change covers the first 4 input channels of a 9-channel (inpainting) conv_in: the rest is zero.
+    # The file's change covers the first 4 input channels of a 9-channel (inpainting) or 8-channel (instruct-pix2pix)
+    # conv_in: the rest is zero.
     pad_inputs_to: int | None = None
 
 
@@ -57,10 +58,13 @@ def guess_base_model(lora: LoraFile) -> str | None:
 def _inpaint_padding(module: LoraModule, weight, want_in: int) -> int | None:
     """9 when a change made for a 4-channel conv_in meets an inpainting UNet's 9-channel one (latents + mask +
     masked image): A1111's `network_apply_weights` zero-pads such a change, so an SD LoRA works on the
-    inpainting model. Only changes that do not depend on the weight can be padded (A1111 fails on the others)."""
-    if weight.dim() != 4 or weight.shape[1] != 9 or want_in * 9 != int(math.prod(weight.shape[1:])) * 4:
+    inpainting model. 8 likewise for an instruct-pix2pix UNet (latents + input image), where A1111 pads nothing
+    and fails on the layer: the same zero padding leaves the image channels as the model has them. Only changes
+    that do not depend on the weight can be padded (A1111 fails on the others)."""
+    channels = weight.shape[1] if weight.dim() == 4 else 0
+    if channels not in (8, 9) or want_in * channels != int(math.prod(weight.shape[1:])) * 4:
         return None
-    return 9 if module.weights.additive else None
+    return channels if module.weights.additive else None
 
 
 def _pointwise_alike(layout, weight) -> bool:

@@ -5,10 +5,11 @@ cell's params (a new params object; the caller's is never changed), how the valu
 values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
-ones whose feature mixkit does not have (Image CFG Scale, Token merging ratio high-res) are refused
+ones whose feature mixkit does not have (Token merging ratio high-res) are refused
 when chosen, saying why and what to plot instead; RNG source runs CPU and NV (`pipelines.rng_source`), and GPU on a
 CPU model, where it is the CPU noise. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token
-merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`).
+merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`). Image CFG Scale runs on instruct-pix2pix
+checkpoints only, as A1111 applies it, and is refused on any other model rather than plotting identical cells.
 """
 
 from __future__ import annotations
@@ -383,6 +384,17 @@ def _register(*axes: AxisOption) -> None:
         XYZ_AXES.register(axis.label, axis)
 
 
+def check_image_cfg_pipe(pipe, values) -> None:
+    """Image CFG Scale changes only an instruct-pix2pix checkpoint's images (A1111 sets it to None for other models):
+    on another model every cell would be the same image, so the plot is refused before any cell runs."""
+    from pipelines.instruct_pix2pix import is_instruct_pix2pix_unet
+
+    if not is_instruct_pix2pix_unet(pipe.model.unet):
+        raise ValueError(f"Image CFG Scale applies to instruct-pix2pix checkpoints only (an 8-channel UNet, as A1111 "
+                         f"applies it), and {pipe.model.name!r} is not one; load an instruct-pix2pix model, or plot "
+                         "CFG Scale or Denoising instead.")
+
+
 def unsupported(label: str, why: str, kinds: frozenset = BOTH) -> AxisOption:
     """An A1111 axis mixkit cannot vary per cell: listed (so A1111's `x_type` indexes mean the same axis here) and
     refused with `why` when chosen."""
@@ -399,9 +411,8 @@ _register(
     AxisOption("Hires steps", INT, set_field("hr_second_pass_steps"), kinds=TXT2IMG,
                needs_field="hr_second_pass_steps"),
     AxisOption("CFG Scale", FLOAT, set_field("cfg_scale")),
-    unsupported("Image CFG Scale", "A1111 applies it to InstructPix2Pix (ip2p) checkpoints only, and mixkit has no "
-                "InstructPix2Pix support (such checkpoints are refused at load); plot CFG Scale or Denoising instead",
-                IMG2IMG),
+    AxisOption("Image CFG Scale", FLOAT, set_field("image_cfg_scale"), kinds=IMG2IMG, needs_field="image_cfg_scale",
+               check_pipe=check_image_cfg_pipe),
     AxisOption("Prompt S/R", TEXT, apply_prompt_sr, format_value=value_only, check=check_prompt_sr),
     AxisOption("Prompt order", PERMUTATIONS, apply_prompt_order, format_value=joined, check=check_prompt_order),
     AxisOption("Sampler", TEXT, set_field("sampler"), format_value=value_only, choices=sampler_names,

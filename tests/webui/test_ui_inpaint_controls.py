@@ -33,7 +33,7 @@ def fields(**changes) -> dict:
               "only_masked": False, "only_masked_padding": 32, "mask_mode": MASK_MODES[0], "mask_upload": None,
               "outpaint_pixels": 128, "outpaint_fill": "fill", "outpaint_sides": ["left", "right", "up", "down"],
               "outpaint_method": "Poor man's outpainting", "outpaint_falloff": 1.0, "outpaint_color_variation": 0.05,
-              **SOFT_OFF}
+              **SOFT_OFF, "image_cfg_scale": 1.5}
     values.update(changes)
     assert set(values) == set(IMG2IMG_FIELDS)
     return values

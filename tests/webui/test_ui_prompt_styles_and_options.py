@@ -254,7 +254,7 @@ def img2img_tab_values():
            "outpaint_method": "Poor man's outpainting", "outpaint_falloff": 1.0, "outpaint_color_variation": 0.05,
            "soft_inpainting": False, "si_mask_blend_power": 1, "si_mask_blend_scale": 0.5,
            "si_inpaint_detail_preservation": 4, "si_composite_mask_influence": 0,
-           "si_composite_difference_threshold": 0.5, "si_composite_difference_contrast": 2}
+           "si_composite_difference_threshold": 0.5, "si_composite_difference_contrast": 2, "image_cfg_scale": 1.5}
     return [own[name] for name in IMG2IMG_FIELDS] + [False, "None", 0.8, None]
 
 

@@ -48,6 +48,7 @@ FIELD_FLAGS = {
     "seed_resize_from_h": "--seed-resize-from",
     # `mixkit img2img`'s Img2ImgParams fields
     "denoising_strength": "--denoising-strength",
+    "image_cfg_scale": "--image-cfg-scale",
     "resize_mode": "--resize-mode",
     "mask_blur": "--mask-blur",
     "inpainting_fill": "--masked-content",

@@ -38,6 +38,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--denoising-strength", type=float, default=None, metavar="STRENGTH",
                    help=f"how much of the image is redrawn, 0-1 (default {d.denoising_strength}); runs int(STRENGTH x "
                         "steps) + 1 steps, as A1111")
+    p.add_argument("--image-cfg-scale", type=float, default=None, metavar="SCALE",
+                   help=f"instruct-pix2pix checkpoints only (8-channel UNet): how closely the result keeps to the "
+                        f"image, A1111's Image CFG Scale (default {d.image_cfg_scale}; 1 = plain CFG); ignored, and "
+                        "not recorded, for other models, as A1111 does")
     p.add_argument("--scale-by", type=finite_float, default=None, metavar="X",
                    help=f"A1111's 'Resize by': the size is IMAGE's (each input's with --input-dir) times X, each side "
                         f"rounded down to a multiple of 8, instead of --width/--height ({SCALE_BY_RANGE[0]}-"
@@ -298,6 +302,7 @@ def img2img_fields(args: argparse.Namespace) -> dict:
         return default if value is None else value
 
     return dict(denoising_strength=given(args.denoising_strength, d.denoising_strength), exact_steps=args.exact_steps,
+                image_cfg_scale=given(args.image_cfg_scale, d.image_cfg_scale),
                 color_correction=args.color_correction,
                 save_images_before_color_correction=args.save_before_color_correction, resize_mode=args.resize_mode, mask_blur=given(args.mask_blur, d.mask_blur),
                 mask_blur_x=args.mask_blur_x, mask_blur_y=args.mask_blur_y, mask_round=not args.no_mask_round,

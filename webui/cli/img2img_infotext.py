@@ -35,6 +35,7 @@ def _label_is(labels: tuple[str, str]) -> Callable[[object], bool]:
 # argparse destination -> (infotext key, conversion): the img2img keys every run takes ...
 IMG2IMG_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "denoising_strength": ("Denoising strength", as_number),
+    "image_cfg_scale": ("Image CFG scale", as_number),  # instruct-pix2pix checkpoints only
     "noise_multiplier": ("Noise multiplier", as_number),
     "extra_noise": ("Extra noise", as_number),
     "inpainting_mask_weight": ("Conditional mask weight", as_number),  # inpainting checkpoints, masked or not

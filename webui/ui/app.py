@@ -23,6 +23,7 @@ def build_ui(state: ServerState):
     from webui.ui.extras_tab import build_extras_tab
     from webui.ui.generate_tab import build_generate_tab
     from webui.ui.hypernetwork_tab import build_hypernetwork_tab
+    from webui.ui.image_cfg_controls import image_cfg_visibility
     from webui.ui.lora_tab import build_lora_tab
     from webui.ui.merger_tab import build_merger_tab, wire_merge
     from webui.ui.merger_task import CheckpointList
@@ -69,6 +70,8 @@ def build_ui(state: ServerState):
 
         for kind, tab in (("txt2img", txt2img), ("img2img", img2img)):  # a reloaded page follows its task again
             wire_reattach(state, blocks, kind, tab.task_box, tab.outputs)
+        # A1111 shows Image CFG Scale while an instruct-pix2pix checkpoint is loaded: a Load updates it
+        settings_checkpoint.change(lambda: image_cfg_visibility(state), outputs=img2img.image_cfg_scale)
         merger_followed = wire_merge(state, merger, [  # a merge ends with the new file in every checkpoint list
             CheckpointList(settings_checkpoint, state.catalog.titles),
             *(CheckpointList(tab.refiner[1], lambda: [NO_CHECKPOINT, *state.catalog.titles()])

@@ -21,6 +21,7 @@ from webui.server_state import ServerState
 from webui.ui.controlnet_units import build_controlnet_units, with_controlnet
 from webui.ui.errors import refused, show_warning
 from webui.ui.form_components import form_slider
+from webui.ui.image_cfg_controls import build_image_cfg_slider
 from webui.ui.progress_view import progress_html
 from webui.ui.prompt_styles import build_styles_controls, read_styles, styled_params, wire_styles_controls
 from webui.ui.soft_inpainting_controls import (
@@ -44,7 +45,8 @@ INPAINT_PASTE_FIELDS = ("mask_blur", "mask_mode", "inpainting_fill", "only_maske
 # The img2img tab's own inputs, in the order `build_generate_tab` wires them (after the generation widgets).
 IMG2IMG_FIELDS = ("editor", "mode", "resize_mode", "denoising_strength", "mask_blur", "inpainting_fill", "only_masked",
                   "only_masked_padding", "mask_mode", "mask_upload", "outpaint_pixels", "outpaint_fill", "outpaint_sides",
-                  "outpaint_method", "outpaint_falloff", "outpaint_color_variation", *SOFT_INPAINTING_UI_FIELDS)
+                  "outpaint_method", "outpaint_falloff", "outpaint_color_variation", *SOFT_INPAINTING_UI_FIELDS,
+                  "image_cfg_scale")
 
 
 def editor_mask(layers: list):
@@ -147,7 +149,8 @@ def img2img_params(params, fields: dict, warn: Callable[[str], object] = warning
                          inpainting_fill=fill, inpaint_full_res=bool(fields["only_masked"]),
                          inpaint_full_res_padding=int(fields["only_masked_padding"]),
                          inpainting_mask_invert=mode == "inpaint" and fields["mask_mode"] == MASK_MODES[1],
-                         soft_inpainting=soft_inpainting_value(fields))
+                         soft_inpainting=soft_inpainting_value(fields),
+                         image_cfg_scale=float(fields["image_cfg_scale"]))
 
 
 @dataclass
@@ -155,6 +158,7 @@ class GenerateTab:
     kind: str
     widgets: GenerationWidgets
     denoising_strength: object = None  # img2img only
+    image_cfg_scale: object = None  # img2img only: the Image CFG Scale slider (webui.ui.image_cfg_controls)
     init_image: object = None  # img2img only: the editor PNG Info sends its image to
     hires: list | None = None  # txt2img only: the Hires. fix widgets, in `HIRES_FIELDS` order
     refiner: list = field(default_factory=list)  # the Refiner accordion's widgets, in `REFINER_FIELDS` order
@@ -213,6 +217,7 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                     strength = form_slider(0, 1, value=0.75, step=0.01, label="Denoising strength",
                                            elem_id="img2img_denoising_strength")
                     mask_blur = form_slider(0, 64, value=4, step=1, label="Mask blur", elem_id="img2img_mask_blur")
+                    image_cfg = tab.image_cfg_scale = build_image_cfg_slider(state)  # instruct-pix2pix models only
                 with gr.Accordion("Inpaint", open=True, elem_id="img2img_inpaint_controls"):
                     with gr.Row():
                         fill = gr.Dropdown(list(MASKED_CONTENT), value="original", label="Masked content",
@@ -258,7 +263,8 @@ def build_generate_tab(state: ServerState, kind: str, sampler_names: list[str], 
                                 "outpaint_pixels": outpaint_pixels, "outpaint_fill": outpaint_fill,
                                 "outpaint_sides": outpaint_sides, "outpaint_method": outpaint_method,
                                 "outpaint_falloff": outpaint_falloff,
-                                "outpaint_color_variation": outpaint_color_variation, **soft_inpainting}
+                                "outpaint_color_variation": outpaint_color_variation, **soft_inpainting,
+                                "image_cfg_scale": image_cfg}
                 extra_inputs = [named_inputs[name] for name in IMG2IMG_FIELDS]
                 tab.denoising_strength, tab.init_image, tab.mode = strength, editor, mode
                 tab.inpaint_controls = {name: named_inputs[name] for name in INPAINT_PASTE_FIELDS}
@@ -482,6 +488,8 @@ def _form_fields(tab: GenerateTab) -> list[tuple[str, object]]:
     fields = list(zip(GenerationWidgets.FIELDS, tab.widgets.inputs()))
     if tab.denoising_strength is not None:
         fields.append(("denoising_strength", tab.denoising_strength))
+    if tab.image_cfg_scale is not None:
+        fields.append(("image_cfg_scale", tab.image_cfg_scale))
     if tab.inpaint_controls is not None:
         fields += list(tab.inpaint_controls.items())
     if tab.hires is not None:

@@ -112,6 +112,11 @@ def infotext_to_form_values(text: str, limits: GenerationLimits, sampler_names: 
         soft_values, soft_notes = infotext_soft_inpainting_values(parsed)
         values.update(soft_values)
         notes += soft_notes
+        from webui.ui.image_cfg_controls import infotext_image_cfg_values
+
+        image_cfg_values, image_cfg_notes = infotext_image_cfg_values(parsed)  # the img2img form's slider
+        values.update(image_cfg_values)
+        notes += image_cfg_notes
     if hires_upscalers is not None:
         from webui.ui.hires_controls import infotext_hires_values
 

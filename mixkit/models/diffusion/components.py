@@ -36,9 +36,10 @@ class DiffusionModel:
 
     @property
     def description(self) -> str:
-        # A 9-channel UNet (latent + mask + masked-image latent) is an inpainting model (detect_keys).
-        inpainting = getattr(getattr(self.unet, "config", None), "in_channels", 4) == 9
-        return describe(self.family, self.prediction_type, inpainting)
+        # A 9-channel UNet (latent + mask + masked-image latent) is an inpainting model, an 8-channel one (latent +
+        # input-image latent) an instruct-pix2pix model (detect_keys).
+        in_channels = getattr(getattr(self.unet, "config", None), "in_channels", 4)
+        return describe(self.family, self.prediction_type, in_channels == 9, in_channels == 8)
 
     @property
     def vae_scale_factor(self) -> int:

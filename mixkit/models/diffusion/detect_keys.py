@@ -4,8 +4,8 @@ Users rename files freely, so like A1111, ComfyUI and diffusers we look at marke
 the text-encoder layout tells the family apart (OpenAI CLIP for SD 1.x, OpenCLIP for SD 2.x,
 both under `conditioner.embedders` for SDXL), and the UNet's first conv tells text-to-image (4
 input channels) from inpainting (9: latent, mask, masked-image latent), as A1111's
-`sd_models_config` does (it picks the inpainting config when that conv has 9 input channels).
-Instruct-pix2pix (8 channels) and other variants are refused.
+`sd_models_config` does (it picks the inpainting config when that conv has 9 input channels, and its
+instruct-pix2pix config when it has 8: latent and input-image latent). Other channel counts are refused.
 """
 
 from __future__ import annotations
@@ -81,26 +81,24 @@ def normalize_legacy_keys(state: dict) -> dict:
 
 TEXT_TO_IMAGE_CHANNELS = 4
 INPAINTING_CHANNELS = 9  # 4 latent + 1 mask + 4 masked-image latent
-SUPPORTED_UNET_CHANNELS = (TEXT_TO_IMAGE_CHANNELS, INPAINTING_CHANNELS)
+INSTRUCT_PIX2PIX_CHANNELS = 8  # 4 latent + 4 input-image latent
+SUPPORTED_UNET_CHANNELS = (TEXT_TO_IMAGE_CHANNELS, INPAINTING_CHANNELS, INSTRUCT_PIX2PIX_CHANNELS)
 
 
 def unet_in_channels(shapes: Mapping[str, Sequence[int]], path: str = "<state dict>") -> int:
-    """The UNet's input channels read from its first conv: 4 (text-to-image) or 9 (inpainting)."""
+    """The UNet's input channels read from its first conv: 4 (text-to-image), 9 (inpainting) or 8 (instruct-pix2pix)."""
     in_channels = int(shapes[UNET_IN][1])
     check_unet_in_channels(in_channels, path, f"{UNET_IN} has shape {list(shapes[UNET_IN])}")
     return in_channels
 
 
 def check_unet_in_channels(in_channels: int, path: str, evidence: str) -> None:
-    """Refuse, at load, a UNet whose input channels mixkit cannot feed: an instruct-pix2pix UNet (8: the noisy and
-    the input image's latents) would otherwise load and then fail mid-generation on its first convolution."""
+    """Refuse, at load, a UNet whose input channels mixkit cannot feed (a depth-to-image UNet's 5, say), which would
+    otherwise load and then fail mid-generation on its first convolution."""
     if in_channels not in SUPPORTED_UNET_CHANNELS:
-        kind = " (an instruct-pix2pix model)" if in_channels == 8 else ""
-        unsupported = ("instruct-pix2pix (its input-image conditioning and Image CFG scale) is not supported; "
-                       if in_channels == 8 else "")
         raise CheckpointFormatError(
-            f"{path}: the UNet takes {in_channels} input channels{kind} ({evidence}); {unsupported}only "
-            "text-to-image (4) and inpainting (9) models are supported."
+            f"{path}: the UNet takes {in_channels} input channels ({evidence}); only text-to-image (4), inpainting (9) "
+            "and instruct-pix2pix (8) models are supported."
         )
 
 
@@ -178,8 +176,8 @@ def guess_prediction_type(
         return "epsilon", f"{family.label} checkpoints are epsilon-prediction unless marked {V_PRED_MARKER!r}"
     unet_in = state.get(UNET_IN)
     if unet_in is not None and unet_in.ndim == 4 and int(unet_in.shape[1]) != TEXT_TO_IMAGE_CHANNELS:
-        return "epsilon", (f"SD 2.x inpainting UNet ({int(unet_in.shape[1])} input channels) is epsilon-prediction "
-                           "unless marked (ComfyUI's and A1111's SD 2.x inpainting rule)")
+        return "epsilon", (f"SD 2.x inpainting or instruct-pix2pix UNet ({int(unet_in.shape[1])} input channels) is "
+                           "epsilon-prediction unless marked (ComfyUI's and A1111's SD 2.x inpainting rule)")
     probe = state.get(SD2_V_PROBE_KEY)
     if probe is None:
         return "epsilon", f"SD 2.x file without {SD2_V_PROBE_KEY!r} to test; assuming epsilon"

@@ -41,7 +41,9 @@ def detect_family(unet_config: Mapping[str, Any], has_second_text_encoder: bool)
     return ModelFamily.SD1
 
 
-def describe(family: ModelFamily, prediction_type: str, inpainting: bool = False) -> str:
-    """Human-readable name, e.g. 'SD 2.x (v-prediction)' or 'SD 2.x inpainting'."""
+def describe(family: ModelFamily, prediction_type: str, inpainting: bool = False,
+             instruct_pix2pix: bool = False) -> str:
+    """Human-readable name, e.g. 'SD 2.x (v-prediction)', 'SD 2.x inpainting' or 'SD 1.x instruct-pix2pix'."""
     suffix = " (v-prediction)" if prediction_type == "v_prediction" else ""
-    return family.label + (" inpainting" if inpainting else "") + suffix
+    variant = " inpainting" if inpainting else " instruct-pix2pix" if instruct_pix2pix else ""
+    return family.label + variant + suffix

@@ -192,15 +192,16 @@ def _check_inputs(path, vae_path, config_dir, torch_dtype, prediction_type):
 
 
 def _fit_in_channels(configs: ModelConfigs, state: dict, config_dir, path: Path) -> None:
-    """Give the UNet config the file's input channels (4 text-to-image, 9 inpainting), or refuse a config_dir
-    that says otherwise."""
+    """Give the UNet config the file's input channels (4 text-to-image, 9 inpainting, 8 instruct-pix2pix), or refuse
+    a config_dir that says otherwise."""
     in_channels = unet_in_channels({UNET_IN: state[UNET_IN].shape}, str(path))
     if config_dir is None:
-        # Inpainting files share their family's architecture but for the first conv (A1111 swaps in its
-        # *-inpainting config the same way), so the shipped config takes the file's channel count.
+        # Inpainting and instruct-pix2pix files share their family's architecture but for the first conv (A1111
+        # swaps in its *-inpainting / instruct-pix2pix config the same way), so the shipped config takes the file's
+        # channel count.
         configs.unet = {**configs.unet, "in_channels": in_channels}
     elif configs.unet.get("in_channels", 4) != in_channels:
-        kind = {4: "a text-to-image", 9: "an inpainting"}
+        kind = {4: "a text-to-image", 9: "an inpainting", 8: "an instruct-pix2pix"}
         raise ValueError(
             f"{path} is {kind[in_channels]} model (its UNet takes {in_channels} input channels) but config_dir "
             f"{str(config_dir)!r} has unet in_channels={configs.unet.get('in_channels', 4)}; pass the folder of "

@@ -1,4 +1,5 @@
-"""A LoRA made for a 4-channel conv_in on a 9-channel inpainting UNet: its change is zero-padded, as A1111 does."""
+"""A LoRA made for a 4-channel conv_in on a 9-channel inpainting UNet: its change is zero-padded, as A1111 does; on an
+8-channel instruct-pix2pix UNet too (A1111 fails on that layer)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,17 @@ from mixkit.lora import LoraMismatchError, LoraRequest, apply_loras
 from tests.mixkit.lora.conftest import TinyModel, assert_bit_identical, snapshot
 
 
-@pytest.fixture
-def inpaint(sd1) -> TinyModel:
+@pytest.fixture(params=[9, 8], ids=["inpainting", "instruct-pix2pix"])
+def inpaint(sd1, request) -> TinyModel:
     from diffusers import UNet2DConditionModel
 
     torch.manual_seed(0)
-    unet = UNet2DConditionModel.from_config({**sd1.unet.config, "in_channels": 9}).eval()
+    unet = UNet2DConditionModel.from_config({**sd1.unet.config, "in_channels": request.param}).eval()
     return TinyModel(unet, sd1.text_encoders)
 
 
 @pytest.mark.parametrize("mode", ["merge", "runtime"])
-def test_conv_in_change_is_zero_padded_to_nine_channels(tmp_path, inpaint, mode):
+def test_conv_in_change_is_zero_padded_to_the_unets_channels(tmp_path, inpaint, mode):
     conv = inpaint.unet.conv_in
     g = torch.Generator().manual_seed(1)
     down = torch.randn(2, 4, 3, 3, generator=g) * 0.1
@@ -31,7 +32,7 @@ def test_conv_in_change_is_zero_padded_to_nine_channels(tmp_path, inpaint, mode)
     expected = torch.zeros_like(conv.weight, dtype=torch.float64)
     expected[:, :4] = 0.7 * 0.5 * (up.double().flatten(1) @ down.double().flatten(1)).reshape(conv.out_channels, 4, 3, 3)
     before = snapshot(inpaint)
-    x = torch.randn(1, 9, 8, 8, generator=g)
+    x = torch.randn(1, conv.in_channels, 8, 8, generator=g)
     handle = apply_loras(inpaint.unet, inpaint.text_encoders, [LoraRequest(path, 0.7, 0.7)], mode=mode)
     with torch.no_grad():
         out = conv(x)

@@ -199,18 +199,24 @@ def test_every_broken_folder_error_is_a_mixkit_error(tiny_sd1_dir, tmp_path):
         load_diffusion_model(folder)
 
 
-def test_an_instruct_pix2pix_unet_is_refused_at_load_naming_its_config(tiny_sd1_dir, tmp_path):
-    # An 8-channel UNet (noisy latents + the input image's latents) used to load and then fail on its first
-    # convolution mid-generation; A1111 feeds it with its "edit" conditioning, which mixkit does not implement.
+def test_a_unet_of_unknown_input_channels_is_refused_at_load_naming_its_config(tiny_sd1_dir, tmp_path):
+    # A 5-channel UNet (SD 2's depth-to-image: latents + depth) would load and then fail on its first convolution
+    # mid-generation; nothing here feeds its extra channel.
     folder = broken_copy(tiny_sd1_dir, tmp_path)
     weights = folder / "unet" / "diffusion_pytorch_model.safetensors"
     state = load_file(weights)
-    state["conv_in.weight"] = torch.cat([state["conv_in.weight"], torch.zeros_like(state["conv_in.weight"])], dim=1)
+    state["conv_in.weight"] = torch.cat([state["conv_in.weight"], state["conv_in.weight"][:, :1]], dim=1)
     save_file(state, weights)
-    edit_json(folder / "unet" / "config.json", in_channels=8)
+    edit_json(folder / "unet" / "config.json", in_channels=5)
     with pytest.raises(CheckpointFormatError) as info:
         load_diffusion_model(folder)
     message = str(info.value)
     assert str(folder / "unet" / "config.json") in message
-    assert "takes 8 input channels (an instruct-pix2pix model) (in_channels is 8)" in message
-    assert "instruct-pix2pix (its input-image conditioning and Image CFG scale) is not supported" in message
+    assert ("takes 5 input channels (in_channels is 5); only text-to-image (4), inpainting (9) and "
+            "instruct-pix2pix (8) models are supported") in message
+
+
+def test_an_instruct_pix2pix_folder_loads_with_its_eight_channels(tiny_ip2p_dir):
+    model = load_diffusion_model(tiny_ip2p_dir)
+    assert model.unet.config.in_channels == 8
+    assert model.description == "SD 1.x instruct-pix2pix"

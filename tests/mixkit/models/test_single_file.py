@@ -405,9 +405,11 @@ def test_detect_family_from_marker_keys():
     # inpainting files (9 channels) are detected like their family's text-to-image files, as in A1111
     assert d.detect_family(_shapes(d.SD1_CLIP, in_channels=9)) is ModelFamily.SD1
     assert d.detect_family(_shapes(d.SDXL_CLIP, d.SDXL_OPEN_CLIP, d.LABEL_EMB, in_channels=9)) is ModelFamily.SDXL
-    with pytest.raises(CheckpointFormatError, match=r"takes 8 input channels \(an instruct-pix2pix model\).*"
-                                                    r"only text-to-image \(4\) and inpainting \(9\)"):
-        d.detect_family(_shapes(d.SD1_CLIP, in_channels=8))
+    # instruct-pix2pix files (8 channels) too: A1111 picks its instruct-pix2pix config for them
+    assert d.detect_family(_shapes(d.SD1_CLIP, in_channels=8)) is ModelFamily.SD1
+    with pytest.raises(CheckpointFormatError, match=r"takes 5 input channels .*"
+                                                    r"only text-to-image \(4\), inpainting \(9\) and instruct-pix2pix \(8\)"):
+        d.detect_family(_shapes(d.SD1_CLIP, in_channels=5))
     assert d.detect_family(_shapes(d.SDXL_REFINER_OPEN_CLIP, d.LABEL_EMB)) is ModelFamily.SDXL_REFINER
     with pytest.raises(CheckpointFormatError, match="Looked for: SD 1.x"):
         d.detect_family(_shapes("something.else"))

@@ -276,7 +276,6 @@ def test_a_cell_the_pipeline_refuses_is_named_before_anything_runs(sd1_pipe):
 
 
 @pytest.mark.parametrize("label, kind, reason", [
-    ("Image CFG Scale", "img2img", "InstructPix2Pix"),
     ("Token merging ratio high-res", "txt2img", "plot Token merging ratio instead"),
 ])
 def test_axes_without_a_mixkit_feature_are_refused_saying_why_and_what_instead(label, kind, reason):
