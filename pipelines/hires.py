@@ -33,7 +33,7 @@ from pipelines.base import params_from_keywords
 from pipelines.control import GenerationControl
 from pipelines.generation import OLD_TIMELINES_KEY, GenerationResult
 from pipelines.hires_progress import HiresJobProgress
-from pipelines.hires_sampler import check_hires_sampler, hires_sampler_fields, hires_sampler_infotext
+from pipelines.hires_sampler import SettingsEta, check_hires_sampler, hires_sampler_fields, hires_sampler_infotext
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
@@ -49,6 +49,7 @@ MAX_HIRES_SCALE = 8.0
 HIRES_REFINER_PASSES = ("first pass", "second pass", "both passes")
 DEFAULT_HIRES_REFINER_PASS = "second pass"
 REFINER_KEYS = ("Hires refiner", "Refiner", "Refiner switch at")  # written by the pass(es) the refiner worked on
+ETA_KEYS = ("Eta", "Eta DDIM")  # A1111's eta keys, by the sampler's kind (SamplerSpec.eta_infotext_key)
 
 # A1111's latent upscale modes: name -> (torch.nn.functional.interpolate mode, antialias).
 LATENT_UPSCALERS: Registry[tuple[str, bool]] = Registry("latent upscaler")
@@ -89,6 +90,9 @@ class HiresParams(Txt2ImgParams):
     hr_sampler: str | None = None
     hr_schedule_type: str | None = None
     hr_eta: float | None = None
+    # the Settings etas (eta_ancestral / eta_ddim) a hires sampler chosen later takes (an X/Y/Z "Hires sampler"
+    # cell); None: the call sent `eta`, or has no Settings (pipelines.hires_sampler.SettingsEta)
+    settings_eta: SettingsEta | None = None
 
 
 def hires_size(params: HiresParams, factor: int = 8) -> HiresSize:
@@ -193,7 +197,7 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     `Lora hashes`, `TI hashes`, `Emphasis` and `Old prompt editing timelines` (`PreparedCall.infotext_extras`). The
     rest of the second pass's infotext describes the img2img call it is, not the image's recipe, and is not used.
     `Hires refiner`, `Refiner` and `Refiner switch at` come from the second pass too when the refiner worked there
-    (A1111's default pass).
+    (A1111's default pass), and so do `Eta` / `Eta DDIM`, which the hires sampler writes as A1111's does.
 
     A1111 records a hires fix in one infotext and keeps what the hires pass used: `Lora hashes` is the union of
     both passes (its Lora extension keeps `p.lora_hashes` across the hr pass and rewrites the key), so a LoRA only
@@ -220,6 +224,11 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     if OLD_TIMELINES_KEY in second and OLD_TIMELINES_KEY not in values:
         values[OLD_TIMELINES_KEY] = second[OLD_TIMELINES_KEY]
     for key in REFINER_KEYS:  # from either pass (hires_fix_refiner_pass); one refiner and one switch serve both
+        if key in second:
+            values[key] = second[key]
+    # A1111's hires sampler writes its eta (when not its default) into the image's infotext as it starts, over the
+    # first pass's value of the same key; a DDIM hires pass after Euler a adds `Eta DDIM`
+    for key in ETA_KEYS:
         if key in second:
             values[key] = second[key]
     values.update(last)

@@ -181,8 +181,8 @@ def check_samplers(params, values, context) -> None:
 
 def apply_hires_sampler(params, value, values, context):
     """The hires pass's sampler (A1111's `apply_field("hr_sampler_name")`); "Use same sampler" is the first pass's.
-    `hr_eta` is cleared: a request's Settings eta was for its own hires sampler's kind, so a cell's sampler runs
-    the first pass's `eta` or its own default (pipelines.hires_sampler.hires_eta)."""
+    `hr_eta` is cleared: a request's Settings eta was for its own hires sampler's kind, so a cell's sampler takes its
+    own kind's Settings eta (`settings_eta`), else the first pass's `eta` (pipelines.hires_sampler.hires_eta)."""
     from pipelines.hires_sampler import hires_sampler_choice
 
     return replace(params, hr_sampler=hires_sampler_choice(value, None)[0], hr_eta=None)
