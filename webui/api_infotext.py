@@ -188,20 +188,27 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
         filled["sampler_name"] = sampler
         if "scheduler" not in sent:
             filled["scheduler"] = schedule
-    eta_key = next((key for key in ("Eta DDIM", "Eta") if key in written), None)  # A1111 writes one, when not default
-    if eta_key is not None and "eta" not in sent:
+    overrides = dict(request.override_settings or {})
+    etas = {key: parsed[key] for key in ("Eta DDIM", "Eta") if key in written}  # each written when not its default
+    # A hires pass with a sampler of its own reads its own kind's eta: then each key goes to its Settings eta
+    # (eta_ddim / eta_ancestral), as A1111's paste does with both; otherwise the one key is the request's eta
+    by_kind = len(etas) > 1 or "Hires sampler" in written
+    for key, value in etas.items() if "eta" not in sent else ():
         try:
-            filled["eta"] = as_number(parsed[eta_key])
+            number = as_number(value)
         except ValueError:
-            raise ValueError(f"infotext: {eta_key}: {parsed[eta_key]!r} is not a valid eta; fix the infotext or send "
-                             "eta in the request.") from None
+            raise ValueError(f"infotext: {key}: {value!r} is not a valid eta; fix the infotext or send eta in the "
+                             "request.") from None
+        if by_kind:
+            overrides.setdefault("eta_ddim" if key == "Eta DDIM" else "eta_ancestral", number)
+        else:
+            filled["eta"] = number
     if not isinstance(request, Img2ImgRequest) and "enable_hr" not in sent:
         # A1111's paste ticks hires fix for a denoising strength together with a hires recipe.
         recipe = any(key in written for key in ("Hires upscale", "Hires upscaler", "Hires resize-1"))
         filled["enable_hr"] = "Denoising strength" in written and recipe
     if "Face restoration" in written and "restore_faces" not in sent:
         filled["restore_faces"] = True
-    overrides = dict(request.override_settings or {})
     for key, (option, convert) in SETTING_KEYS.items():
         if key in parsed and option not in overrides:
             try:
