@@ -21,6 +21,8 @@ pass never ran comes back at the first-pass size with a plain txt2img infotext (
 Params carrying ControlNet units (`pipelines.controlnet.ControlHiresParams`) run both passes with them, as
 sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`); so do params carrying IP-Adapters
 (`pipelines.ip_adapter_hires.IPAdapterHiresParams`), their image prompts encoded once for the job.
+`token_merging_ratio_hr` (A1111's "Token merging ratio high-res") merges tokens in the second pass only; the model's
+own ToMe is put back after it, and the infotext's `Token merging ratio hr` is that pass's ratio, as A1111 writes it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from typing import Any
 
 from mixkit.registry import Registry
 from pipelines.base import params_from_keywords
+from pipelines.approx.labels import TOME_HIRES_KEY
+from pipelines.approx.tome_switch import token_merging_for_pass
+from pipelines.approx.tome_unet import check_tome_ratio
 from pipelines.control import GenerationControl
 from pipelines.generation import OLD_TIMELINES_KEY, GenerationResult
 from pipelines.hires_progress import HiresJobProgress
@@ -93,6 +98,9 @@ class HiresParams(Txt2ImgParams):
     # the Settings etas (eta_ancestral / eta_ddim) a hires sampler chosen later takes (an X/Y/Z "Hires sampler"
     # cell); None: the call sent `eta`, or has no Settings (pipelines.hires_sampler.SettingsEta)
     settings_eta: SettingsEta | None = None
+    # A1111's "Token merging ratio high-res" (token_merging_ratio_hr): the ToMe ratio of the second pass only; 0 = the
+    # model's own (the first pass's), as A1111 falls back to token_merging_ratio
+    token_merging_ratio_hr: float = 0.0
 
 
 def hires_size(params: HiresParams, factor: int = 8) -> HiresSize:
@@ -136,6 +144,11 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
     check_and_parts("hr_prompt", params.hr_prompt, limits)
     check_hires_refiner_pass(params.hires_fix_refiner_pass)
     check_hires_sampler(params, params.hr_second_pass_steps or params.steps)
+    try:
+        check_tome_ratio(params.token_merging_ratio_hr)
+    except ValueError as error:
+        raise ValueError(f"token_merging_ratio_hr (A1111's Token merging ratio high-res; 0 = the first pass's): "
+                         f"{error}") from None
     strength = params.denoising_strength
     # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
     if isinstance(strength, bool) or not isinstance(strength, (int, float)) \
@@ -173,7 +186,9 @@ def check_hires_refiner_pass(value: Any) -> str:
     return value
 
 
-def hires_infotext(params: HiresParams) -> dict[str, Any]:
+def hires_infotext(params: HiresParams, model_tome: float | None = None) -> dict[str, Any]:
+    """The hires recipe's infotext keys (None: not written); `model_tome` is the ToMe ratio the model runs (its
+    first pass's), which A1111's `Token merging ratio hr` falls back to."""
     extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
     if params.hr_resize_x or params.hr_resize_y:
         extras["Hires resize"] = f"{params.hr_resize_x}x{params.hr_resize_y}"
@@ -189,6 +204,8 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
         extras[key] = hires if differs else None
     if params.hypertile is not None:  # A1111 adds "Hypertile U-Net second pass" when only that pass tiles
         extras.update(params.hypertile.infotext_values(hires=True))
+    # A1111's create_infotext: the second pass's ratio (its own, else the first pass's) whenever it is not 0
+    extras[TOME_HIRES_KEY] = params.token_merging_ratio_hr or model_tome or None
     return extras
 
 
@@ -311,7 +328,9 @@ class _FirstPass(_RefinedPass, TextToImage):
         return image
 
     def _infotext_extras(self, params) -> dict[str, Any]:
-        return {**super()._infotext_extras(params), **hires_infotext(params)}
+        from pipelines.approx.labels import model_labels
+
+        return {**super()._infotext_extras(params), **hires_infotext(params, model_labels(self.model).tome)}
 
 
 class _SecondPass(_RefinedPass, ImageToImage):
@@ -378,7 +397,15 @@ class HiresFix:
         """Check `params` with the job's first pass (so what its checks read, IP-Adapter weights and encoders, is
         read once for the job); the second pass's size."""
         first_pass.check_inputs(params)
-        return check_hires_params(params, self.limits, self.model.vae_scale_factor)
+        size = check_hires_params(params, self.limits, self.model.vae_scale_factor)
+        if params.token_merging_ratio_hr:
+            from pipelines.approx.tome_switch import check_token_merging_ratios
+
+            try:
+                check_token_merging_ratios(self.pipe, [params.token_merging_ratio_hr])
+            except ValueError as error:
+                raise ValueError(f"token_merging_ratio_hr {params.token_merging_ratio_hr}: {error}") from None
+        return size
 
     def _params_class(self, kwargs: dict) -> type[HiresParams]:
         """The params class keywords ask for: with ControlNet units and/or IP-Adapter fields (also when the wrapped
@@ -431,8 +458,10 @@ class HiresFix:
             # 3. Upscale and refine this batch (same seeds, same prompts)
             latents = [first_pass.latents_out[k] for k in range(len(first.images))]
             # A1111's sample_hr_pass draws its noise with the batch's seeds and variation seeds again (a new ImageRNG)
-            second = self._second_pass(batch_params, target, first.images, latents, first.seeds, progress.next_pass(),
-                                       control, first_pass)
+            # A1111's sample_hr_pass merges tokens at token_merging_ratio_hr for the second pass only
+            with token_merging_for_pass(self.pipe, params.token_merging_ratio_hr):
+                second = self._second_pass(batch_params, target, first.images, latents, first.seeds,
+                                           progress.next_pass(), control, first_pass)
             for k, (image, second_infotext) in enumerate(zip(second.images, second.infotexts)):
                 if k in second.before_face_restoration:
                     result.before_face_restoration[len(result.images)] = second.before_face_restoration[k]

@@ -5,7 +5,7 @@ cell's params (a new params object; the caller's is never changed), how the valu
 values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
-ones whose feature mixkit does not have (Image CFG Scale, Token merging ratio high-res) are refused
+ones whose feature mixkit does not have (Image CFG Scale) are refused
 when chosen, saying why and what to plot instead; RNG source runs the sources mixkit's noise is (CPU, and GPU on a CPU
 model) and refuses NV. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token merging ratio) have a
 `switch` (`pipelines.scripts.xyz_model_axes`).
@@ -199,6 +199,33 @@ def check_hires_samplers(params, values, context) -> None:
             check_hires_sampler(apply_hires_sampler(params, value, values, context), steps)
         except (TypeError, ValueError) as error:
             raise ValueError(f"Hires sampler {value!r}: {error}") from None
+
+
+def check_token_merging_hr_values(params, values, context) -> None:
+    """A1111's "Token merging ratio high-res" (its `token_merging_ratio_hr` override per cell): every ratio in ToMe's
+    range, 0 meaning the first pass's, as the hires pass checks it; none above 0 on a UNet the caller knows is fixed."""
+    from pipelines.approx.tome_unet import check_tome_ratio
+
+    for value in values:
+        try:
+            check_tome_ratio(value)
+        except ValueError as error:
+            raise ValueError(f"Token merging ratio high-res {value!r}: {error}; 0 is the first pass's ratio.") from None
+    merging = ", ".join(str(value) for value in values if value > 0)
+    if context.fixed_unet and merging:
+        raise ValueError(f"Token merging ratio high-res {merging}: ToMe changes the UNet's attention, but "
+                         f"{context.fixed_unet}; plot only 0, or leave that out.")
+
+
+def check_token_merging_hr_pipe(pipe, values) -> None:
+    """Whether the plot's model can merge tokens in the hires pass (not on an int8 or OpenVINO UNet)."""
+    from pipelines.approx.tome_switch import check_token_merging_ratios
+
+    try:
+        check_token_merging_ratios(pipe, values)
+    except ValueError as error:
+        merging = ", ".join(str(value) for value in values if value > 0)
+        raise ValueError(f"Token merging ratio high-res {merging}: {error}") from None
 
 
 def schedule_names(context: PlotContext) -> list[str]:
@@ -442,9 +469,9 @@ _register(
     AxisOption("Face restore", TEXT, apply_face_restore, format_value=value_only),
     AxisOption("Token merging ratio", FLOAT, apply_nothing, check=check_token_merging_values,
                switch=switch_token_merging, check_pipe=check_token_merging_pipe),
-    unsupported("Token merging ratio high-res", "mixkit merges tokens at one ratio for both passes of hires fix "
-                "(A1111's separate token_merging_ratio_hr has no counterpart); plot Token merging ratio instead, which "
-                "sets both passes, as A1111's does when no high-res ratio is set"),
+    AxisOption("Token merging ratio high-res", FLOAT, set_field("token_merging_ratio_hr"),
+               check=check_token_merging_hr_values, check_pipe=check_token_merging_hr_pipe,
+               needs_field="token_merging_ratio_hr"),
     AxisOption("Always discard next-to-last sigma", TEXT,
                set_sampler_parameter("always_discard_next_to_last_sigma", boolean=True), choices=true_false,
                check=check_true_false),
