@@ -20,7 +20,7 @@ from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS,
                            SETTABLE, UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_color_correction, img2img_fix_steps,
                            img2img_noise_values,
-                           restore_faces_default, sampler_option_params, uncond_skip_values)
+                           restore_faces_default, sampler_option_params, token_merging_ratio_hr, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 from webui.refiner_config_folders import find_config_folder, named_as_picked
 
@@ -252,6 +252,14 @@ def _hires_refiner_pass(request: Txt2ImgRequest, options: dict[str, Any] | None)
     return hires_refiner_pass(values)
 
 
+def _token_merging_ratio_hr(request: Txt2ImgRequest, options: dict[str, Any] | None) -> float:
+    """A1111's `token_merging_ratio_hr`: Settings, then override_settings (where an infotext's "Token merging ratio hr"
+    goes); checked for every request, as `_hires_refiner_pass`, though only a hires fix reads it."""
+    overrides = request.override_settings or {}
+    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    return token_merging_ratio_hr(values)
+
+
 def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> bool:
     """A1111's `img2img_fix_steps` for an img2img request: Settings, then override_settings (`img2img_fix_steps`)."""
     overrides = request.override_settings or {}
@@ -301,6 +309,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     # unknown name -> error listing the valid ones
     resolve_sampler(chosen["sampler"], chosen["schedule_type"])
     refiner_pass = _hires_refiner_pass(request, sampler_options)
+    tome_hr = _token_merging_ratio_hr(request, sampler_options)
     refused = _hires_extra_noise(request, sampler_options)
     if refused:
         raise ValueError(f"Not supported by this server: {'; '.join(refused)}.")
@@ -325,7 +334,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         raise ValueError(message) from None
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
         params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass,
-                              hires_eta=lambda sampler: _hires_eta(request, sampler, sampler_options))
+                              hires_eta=lambda sampler: _hires_eta(request, sampler, sampler_options),
+                              token_merging_ratio_hr=tome_hr)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
     img2img = isinstance(request, Img2ImgRequest)  # its IP-Adapter units are read with its init images
     ip_units = [] if img2img else _ip_adapter_units(request, limits, request_limits or RequestLimits(),

@@ -95,6 +95,7 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Extra noise": ("img2img_extra_noise", as_number),
     "Conditional mask weight": ("inpainting_mask_weight", as_number),  # Settings > img2img, inpainting checkpoints
     "Hires refiner": ("hires_fix_refiner_pass", as_text),  # Settings > Stable Diffusion; written when not "second pass"
+    "Token merging ratio hr": ("token_merging_ratio_hr", as_number),  # Settings > Optimizations: the hires pass's ToMe
     # Settings > Compatibility; A1111 writes it on every image made with the option on
     "Refiner switch by sampling steps": ("refiner_switch_by_sample_steps", as_flag),
     # Settings > Compatibility; A1111 writes it when the option changed a schedule
@@ -130,11 +131,12 @@ def check_controlnet_keys(written: dict, alwayson_scripts: dict | None) -> None:
 def check_approximation_keys(written: dict, running=None) -> None:
     """Refuse an infotext recording approximations (mixkit's DeepCache, TAESD decode, int8, VAE tiling; A1111's Token
     merging ratio) other than those the server's model runs (`running`, its `OptimizationLabels`; None: exact): the
-    image would differ, and the request has no field that could turn them on."""
-    from pipelines.approx.labels import OptimizationLabels, infotext_approximations
+    image would differ, and the request has no field that could turn them on. A1111's `Token merging ratio hr` is
+    not one of them: it goes to override_settings (`token_merging_ratio_hr`), which the hires pass runs."""
+    from pipelines.approx.labels import OptimizationLabels
 
     try:
-        wanted = infotext_approximations(written)
+        wanted = OptimizationLabels.from_infotext(written).approximations()
     except ValueError as error:
         raise ValueError(f"{error}; fix the infotext or remove the key.") from None
     have = (running or OptimizationLabels()).approximations()
@@ -142,7 +144,7 @@ def check_approximation_keys(written: dict, running=None) -> None:
         runs = ", ".join(have) or "the exact model, no approximation"
         raise ValueError(f"infotext: it records {', '.join(wanted) or 'no approximation'}, but this "
                          f"server runs {runs}, so the image would differ; remove those keys (DeepCache, VAE Decoder, "
-                         "Token merging ratio (hr), UNet/VAE quantization, VAE tiling) to generate without them, or "
+                         "Token merging ratio, UNet/VAE quantization, VAE tiling) to generate without them, or "
                          "reproduce it with `mixkit generate --infotext`, which applies them.")
 
 

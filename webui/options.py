@@ -117,6 +117,11 @@ INPAINTING_MASK_WEIGHT_KEY = "inpainting_mask_weight"
 # Settings > Stable Diffusion "Hires fix: which pass to enable refiner for" (`HiresParams.hires_fix_refiner_pass`): read
 # by hires-fix generations with a refiner; it travels with the sampler options to the request conversion too.
 HIRES_REFINER_PASS_KEY = "hires_fix_refiner_pass"
+# Settings > Optimizations "Token merging ratio for high-res pass" (A1111's `token_merging_ratio_hr`, infotext "Token
+# merging ratio hr"; `HiresParams.token_merging_ratio_hr`): ToMe in the hires pass only, 0 = the first pass's ratio.
+# Read by hires-fix generations; it travels with the sampler options, so override_settings and the settings file
+# carry it too.
+TOME_HR_KEY = "token_merging_ratio_hr"
 # Settings > Compatibility "Switch to refiner by sampling steps instead of model timesteps"
 # (`Txt2ImgParams.refiner_switch_by_sample_steps`): read by every generation with a refiner, as the sampler options.
 REFINER_BY_STEPS_KEY = "refiner_switch_by_sample_steps"
@@ -146,7 +151,7 @@ BEFORE_COLOR_CORRECTION_KEY = "save_images_before_color_correction"
 # generation, as A1111's built-in Hypertile script reads them; they make `Txt2ImgParams.hypertile`.
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
-                           HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False,
+                           HIRES_REFINER_PASS_KEY: "second pass", TOME_HR_KEY: 0.0, REFINER_BY_STEPS_KEY: False,
                            OLD_SCHEDULING_KEY: False, TILING_KEY: False, COLOR_CORRECTION_KEY: False,
                            BEFORE_COLOR_CORRECTION_KEY: False,
                            **FACE_RESTORATION_DEFAULTS,
@@ -226,6 +231,22 @@ def hires_refiner_pass(values: dict[str, Any]) -> str:
     an override value has not been through `/sdapi/v1/options`."""
     return SETTABLE[HIRES_REFINER_PASS_KEY](values.get(HIRES_REFINER_PASS_KEY,
                                                        SAMPLER_OPTION_DEFAULTS[HIRES_REFINER_PASS_KEY]))
+
+
+def token_merging_ratio_hr(values: dict[str, Any]) -> float:
+    """`HiresParams.token_merging_ratio_hr` from option values (Settings, then override_settings), checked here because
+    an override value has not been through `/sdapi/v1/options`."""
+    return SETTABLE[TOME_HR_KEY](values.get(TOME_HR_KEY, SAMPLER_OPTION_DEFAULTS[TOME_HR_KEY]))
+
+
+def _check_token_merging_ratio_hr(value: Any) -> float:
+    from pipelines.approx.tome_unet import check_tome_ratio
+
+    try:
+        return check_tome_ratio(value)
+    except ValueError as error:
+        raise ValueError(f"{TOME_HR_KEY} (Token merging ratio for high-res pass; 0 = the first pass's): {error}") \
+            from None
 
 
 def _check_hires_refiner_pass(value: Any) -> str:
@@ -338,6 +359,7 @@ SETTABLE = {
     BEFORE_COLOR_CORRECTION_KEY: _check_bool(BEFORE_COLOR_CORRECTION_KEY),
     INPAINTING_MASK_WEIGHT_KEY: _check_eta(INPAINTING_MASK_WEIGHT_KEY),  # a number in [0, 1], as the etas
     HIRES_REFINER_PASS_KEY: _check_hires_refiner_pass,
+    TOME_HR_KEY: _check_token_merging_ratio_hr,
     REFINER_BY_STEPS_KEY: _check_bool(REFINER_BY_STEPS_KEY),
     OLD_SCHEDULING_KEY: _check_bool(OLD_SCHEDULING_KEY),
     TILING_KEY: _check_bool(TILING_KEY),
