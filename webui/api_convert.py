@@ -30,8 +30,9 @@ INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothi
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
 # The settings the API reads when it saves a result (`webui.api`: samples, and the grid of 2+ images) too.
 SAVE_OVERRIDES = ("samples_save", "return_grid", "grid_save", "enable_pnginfo", "save_txt")
+# The grid legends' font, read by the scripts that draw labelled grids (webui.api_selectable_scripts.request_font).
 SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS,
-                      *SAVE_OVERRIDES, *INFOTEXT_OPTION_KEYS}
+                      *SAVE_OVERRIDES, *INFOTEXT_OPTION_KEYS, "font"}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
@@ -126,9 +127,9 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_vae_name
     unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
     if unknown:
         raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
-    for key in SAVE_OVERRIDES:
+    for key in (*SAVE_OVERRIDES, "font"):
         if key in overrides:
-            SETTABLE[key](overrides[key])  # ValueError naming the key: true or false
+            SETTABLE[key](overrides[key])  # ValueError naming the key: true or false; the font's path
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
 
 

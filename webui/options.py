@@ -8,6 +8,7 @@ and read back from it at start.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from dataclasses import asdict
@@ -27,6 +28,9 @@ from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_ge
 from webui.interrogate_options import (DEEPBOORU_OPTION_DEFAULTS, INTERROGATE_OPTION_DEFAULTS, INTERROGATE_OPTION_KEYS,
                                        LENGTH_KEYS, check_deepbooru_option, check_interrogate_option,
                                        deepbooru_settings, interrogate_settings)
+
+logger = logging.getLogger(__name__)
+FONT_KEY = "font"  # A1111's grid legend font (pipelines.grid_fonts.OPTION_NAME)
 
 
 def _check_clip_skip(value: Any) -> int:
@@ -441,6 +445,9 @@ class ServerOptions:
         self._adopted: set[str] = set()  # size defaults taken from the loaded model, not chosen by the user
         # every value each size default was given by a model (a page opened before a switch still shows an older one)
         self._adopted_values: dict[str, set] = {}
+        # saved values the server starts without (a grid font file that went missing), kept in the settings file
+        # until the user sets the key again, so the choice comes back once the file does
+        self._unusable_saved: dict[str, Any] = {}
         saved = self._read_saved(settings_file) if settings_file else {}
         self._values.update(saved)
         self._chosen = set(saved)  # keys the user chose: in the settings file, or changed since
@@ -587,8 +594,11 @@ class ServerOptions:
                 from webui.settings_file import write_settings_file
 
                 current = {key: value for key, value in self._values.items() if key not in self._adopted}
-                saved = {key: value for key, value in {**current, **checked}.items() if key in PERSISTED}
+                kept = {key: value for key, value in self._unusable_saved.items() if key not in checked}
+                saved = {key: value for key, value in {**current, **checked, **kept}.items() if key in PERSISTED}
                 write_settings_file(self.settings_file, saved)
+            for key in checked:
+                self._unusable_saved.pop(key, None)
             self._values.update(checked)
             self._adopted.difference_update(checked)
             self._chosen.update(checked)
@@ -615,6 +625,13 @@ class ServerOptions:
                     continue
                 checked[key] = check_preset(value) if key == PRESET_KEY else check_settable(key, value)
             except ValueError as error:
+                if key == FONT_KEY:
+                    # A1111 draws with its default font when the chosen one cannot be loaded; a font file removed
+                    # or moved since it was chosen must not keep the server from starting
+                    self._unusable_saved[key] = value
+                    logger.warning("Settings file %r, key %r: %s Grid legends are drawn in the automatic font "
+                                   "until the file is back or another font is set.", path, key, error)
+                    continue
                 raise ValueError(f"Settings file {path!r}, key {key!r}: {error} Fix the value or delete the key.") from None
         merged = {**self._values, **checked}
         for keys, check in combined_checks(self.limits):
