@@ -31,10 +31,10 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from mixkit.registry import Registry
-from pipelines.base import params_from_keywords
-from pipelines.approx.labels import TOME_HIRES_KEY
-from pipelines.approx.tome_switch import token_merging_for_pass
+from pipelines.approx.labels import TOME_HIRES_KEY, model_labels
+from pipelines.approx.tome_switch import check_token_merging_ratios, token_merging_for_pass
 from pipelines.approx.tome_unet import check_tome_ratio
+from pipelines.base import params_from_keywords
 from pipelines.control import GenerationControl
 from pipelines.generation import OLD_TIMELINES_KEY, GenerationResult
 from pipelines.hires_progress import HiresJobProgress
@@ -328,8 +328,6 @@ class _FirstPass(_RefinedPass, TextToImage):
         return image
 
     def _infotext_extras(self, params) -> dict[str, Any]:
-        from pipelines.approx.labels import model_labels
-
         return {**super()._infotext_extras(params), **hires_infotext(params, model_labels(self.model).tome)}
 
 
@@ -398,9 +396,7 @@ class HiresFix:
         read once for the job); the second pass's size."""
         first_pass.check_inputs(params)
         size = check_hires_params(params, self.limits, self.model.vae_scale_factor)
-        if params.token_merging_ratio_hr:
-            from pipelines.approx.tome_switch import check_token_merging_ratios
-
+        if params.token_merging_ratio_hr:  # a model whose UNet graph is fixed (int8, OpenVINO) cannot merge
             try:
                 check_token_merging_ratios(self.pipe, [params.token_merging_ratio_hr])
             except ValueError as error:

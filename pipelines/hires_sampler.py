@@ -164,7 +164,11 @@ def _hires_schedule_key(params) -> str | None:
     if spec.schedule_types == ("Automatic",):
         return None  # a timestep sampler runs no schedule type: any paste runs it the same
     # A1111's paste of no key runs the first pass's requested schedule: written when that is not what ran
-    return resolved if resolve_sampler(sampler, params.schedule_type)[1] != resolved else None
+    try:
+        pasted = resolve_sampler(sampler, params.schedule_type)[1]
+    except ValueError:
+        pasted = None  # the first pass's schedule does not apply to the hires sampler: the paste could not run it
+    return resolved if pasted != resolved else None
 
 
 def hires_sampler_infotext(params) -> dict[str, Any]:
