@@ -21,6 +21,8 @@ pass never ran comes back at the first-pass size with a plain txt2img infotext (
 Params carrying ControlNet units (`pipelines.controlnet.ControlHiresParams`) run both passes with them, as
 sd-webui-controlnet does (`hires_passes`, `pipelines.controlnet.hires`); so do params carrying IP-Adapters
 (`pipelines.ip_adapter_hires.IPAdapterHiresParams`), their image prompts encoded once for the job.
+`token_merging_ratio_hr` (A1111's "Token merging ratio high-res") merges tokens in the second pass only; the model's
+own ToMe is put back after it, and the infotext's `Token merging ratio hr` is that pass's ratio, as A1111 writes it.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from mixkit.registry import Registry
+from pipelines.approx.labels import TOME_HIRES_KEY, model_labels
+from pipelines.approx.tome_switch import check_token_merging_ratios, token_merging_for_pass
+from pipelines.approx.tome_unet import check_tome_ratio
 from pipelines.base import params_from_keywords
 from pipelines.control import GenerationControl
 from pipelines.generation import OLD_TIMELINES_KEY, GenerationResult
 from pipelines.hires_progress import HiresJobProgress
-from pipelines.hires_sampler import check_hires_sampler, hires_sampler_fields, hires_sampler_infotext
+from pipelines.hires_sampler import SettingsEta, check_hires_sampler, hires_sampler_fields, hires_sampler_infotext
 from pipelines.hires_size import HiresSize, plan_hires_size
 from pipelines.img2img import Img2ImgParams, ImageToImage, Img2ImgInputs
 from pipelines.infotext import quote_value, split_infotext
@@ -49,6 +54,7 @@ MAX_HIRES_SCALE = 8.0
 HIRES_REFINER_PASSES = ("first pass", "second pass", "both passes")
 DEFAULT_HIRES_REFINER_PASS = "second pass"
 REFINER_KEYS = ("Hires refiner", "Refiner", "Refiner switch at")  # written by the pass(es) the refiner worked on
+ETA_KEYS = ("Eta", "Eta DDIM")  # A1111's eta keys, by the sampler's kind (SamplerSpec.eta_infotext_key)
 
 # A1111's latent upscale modes: name -> (torch.nn.functional.interpolate mode, antialias).
 LATENT_UPSCALERS: Registry[tuple[str, bool]] = Registry("latent upscaler")
@@ -89,6 +95,12 @@ class HiresParams(Txt2ImgParams):
     hr_sampler: str | None = None
     hr_schedule_type: str | None = None
     hr_eta: float | None = None
+    # the Settings etas (eta_ancestral / eta_ddim) a hires sampler chosen later takes (an X/Y/Z "Hires sampler"
+    # cell); None: the call sent `eta`, or has no Settings (pipelines.hires_sampler.SettingsEta)
+    settings_eta: SettingsEta | None = None
+    # A1111's "Token merging ratio high-res" (token_merging_ratio_hr): the ToMe ratio of the second pass only; 0 = the
+    # model's own (the first pass's), as A1111 falls back to token_merging_ratio
+    token_merging_ratio_hr: float = 0.0
 
 
 def hires_size(params: HiresParams, factor: int = 8) -> HiresSize:
@@ -132,6 +144,11 @@ def check_hires_params(params: HiresParams, limits, multiple: int) -> HiresSize:
     check_and_parts("hr_prompt", params.hr_prompt, limits)
     check_hires_refiner_pass(params.hires_fix_refiner_pass)
     check_hires_sampler(params, params.hr_second_pass_steps or params.steps)
+    try:
+        check_tome_ratio(params.token_merging_ratio_hr)
+    except ValueError as error:
+        raise ValueError(f"token_merging_ratio_hr (A1111's Token merging ratio high-res; 0 = the first pass's): "
+                         f"{error}") from None
     strength = params.denoising_strength
     # the range refuses NaN and infinities (math.isfinite would raise OverflowError on a huge int)
     if isinstance(strength, bool) or not isinstance(strength, (int, float)) \
@@ -169,7 +186,9 @@ def check_hires_refiner_pass(value: Any) -> str:
     return value
 
 
-def hires_infotext(params: HiresParams) -> dict[str, Any]:
+def hires_infotext(params: HiresParams, model_tome: float | None = None) -> dict[str, Any]:
+    """The hires recipe's infotext keys (None: not written); `model_tome` is the ToMe ratio the model runs (its
+    first pass's), which A1111's `Token merging ratio hr` falls back to."""
     extras: dict[str, Any] = {"Denoising strength": params.denoising_strength}
     if params.hr_resize_x or params.hr_resize_y:
         extras["Hires resize"] = f"{params.hr_resize_x}x{params.hr_resize_y}"
@@ -185,6 +204,8 @@ def hires_infotext(params: HiresParams) -> dict[str, Any]:
         extras[key] = hires if differs else None
     if params.hypertile is not None:  # A1111 adds "Hypertile U-Net second pass" when only that pass tiles
         extras.update(params.hypertile.infotext_values(hires=True))
+    # A1111's create_infotext: the second pass's ratio (its own, else the first pass's) whenever it is not 0
+    extras[TOME_HIRES_KEY] = params.token_merging_ratio_hr or model_tome or None
     return extras
 
 
@@ -193,7 +214,7 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     `Lora hashes`, `TI hashes`, `Emphasis` and `Old prompt editing timelines` (`PreparedCall.infotext_extras`). The
     rest of the second pass's infotext describes the img2img call it is, not the image's recipe, and is not used.
     `Hires refiner`, `Refiner` and `Refiner switch at` come from the second pass too when the refiner worked there
-    (A1111's default pass).
+    (A1111's default pass), and so do `Eta` / `Eta DDIM`, which the hires sampler writes as A1111's does.
 
     A1111 records a hires fix in one infotext and keeps what the hires pass used: `Lora hashes` is the union of
     both passes (its Lora extension keeps `p.lora_hashes` across the hr pass and rewrites the key), so a LoRA only
@@ -220,6 +241,11 @@ def with_second_pass_extras(infotext: str, second_pass_infotext: str) -> str:
     if OLD_TIMELINES_KEY in second and OLD_TIMELINES_KEY not in values:
         values[OLD_TIMELINES_KEY] = second[OLD_TIMELINES_KEY]
     for key in REFINER_KEYS:  # from either pass (hires_fix_refiner_pass); one refiner and one switch serve both
+        if key in second:
+            values[key] = second[key]
+    # A1111's hires sampler writes its eta (when not its default) into the image's infotext as it starts, over the
+    # first pass's value of the same key; a DDIM hires pass after Euler a adds `Eta DDIM`
+    for key in ETA_KEYS:
         if key in second:
             values[key] = second[key]
     values.update(last)
@@ -302,7 +328,7 @@ class _FirstPass(_RefinedPass, TextToImage):
         return image
 
     def _infotext_extras(self, params) -> dict[str, Any]:
-        return {**super()._infotext_extras(params), **hires_infotext(params)}
+        return {**super()._infotext_extras(params), **hires_infotext(params, model_labels(self.model).tome)}
 
 
 class _SecondPass(_RefinedPass, ImageToImage):
@@ -369,7 +395,13 @@ class HiresFix:
         """Check `params` with the job's first pass (so what its checks read, IP-Adapter weights and encoders, is
         read once for the job); the second pass's size."""
         first_pass.check_inputs(params)
-        return check_hires_params(params, self.limits, self.model.vae_scale_factor)
+        size = check_hires_params(params, self.limits, self.model.vae_scale_factor)
+        if params.token_merging_ratio_hr:  # a model whose UNet graph is fixed (int8, OpenVINO) cannot merge
+            try:
+                check_token_merging_ratios(self.pipe, [params.token_merging_ratio_hr])
+            except ValueError as error:
+                raise ValueError(f"token_merging_ratio_hr {params.token_merging_ratio_hr}: {error}") from None
+        return size
 
     def _params_class(self, kwargs: dict) -> type[HiresParams]:
         """The params class keywords ask for: with ControlNet units and/or IP-Adapter fields (also when the wrapped
@@ -422,8 +454,10 @@ class HiresFix:
             # 3. Upscale and refine this batch (same seeds, same prompts)
             latents = [first_pass.latents_out[k] for k in range(len(first.images))]
             # A1111's sample_hr_pass draws its noise with the batch's seeds and variation seeds again (a new ImageRNG)
-            second = self._second_pass(batch_params, target, first.images, latents, first.seeds, progress.next_pass(),
-                                       control, first_pass)
+            # A1111's sample_hr_pass merges tokens at token_merging_ratio_hr for the second pass only
+            with token_merging_for_pass(self.pipe, params.token_merging_ratio_hr):
+                second = self._second_pass(batch_params, target, first.images, latents, first.seeds,
+                                           progress.next_pass(), control, first_pass)
             for k, (image, second_infotext) in enumerate(zip(second.images, second.infotexts)):
                 if k in second.before_face_restoration:
                     result.before_face_restoration[len(result.images)] = second.before_face_restoration[k]

@@ -162,7 +162,7 @@ async def _generate(kind: str, params, body: Txt2ImgRequest, request: Request, s
                  "restore_checkpoint": body.override_settings_restore_afterwards}
         if script is not None:
             job = state.submit_script(kind, params, *script, **where, grid_save=bool(body.save_images) and save_option(
-                body, state, "grid_save"))
+                body, state, "grid_save"), override_settings=body.override_settings)
         elif outpaint_sides is None:
             job = state.submit_generation(kind, params, **where)
         else:
@@ -247,7 +247,7 @@ def build_api(state: ServerState) -> APIRouter:
             params = await run_in_threadpool(to_txt2img_params, body, request_limits=request_limits,
                                              **validation_context(body, request))
             script = await run_in_threadpool(request_script, state, "txt2img", body.script_name, body.script_args,
-                                             params)
+                                             params, body.override_settings)
         except (ValueError, TypeError, KeyError) as error:
             raise unprocessable(error) from None
         return await _generate("txt2img", params, body, request, state, script=script)
@@ -260,7 +260,7 @@ def build_api(state: ServerState) -> APIRouter:
                                              **validation_context(body, request))
             sides = mk2 = None
             script = await run_in_threadpool(request_script, state, "img2img", body.script_name, body.script_args,
-                                             params)
+                                             params, body.override_settings)
             if is_outpaint_script(body.script_name):
                 params, sides = outpaint_script_params(params, body.script_args)
             elif is_mk2_script(body.script_name):

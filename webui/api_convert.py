@@ -20,7 +20,7 @@ from webui.generation_defaults import GenerationDefaults, apply_request_defaults
 from webui.options import (INFOTEXT_OPTION_KEYS, PROMPT_OPTION_DEFAULTS, PROMPT_OPTION_KEYS, SAMPLER_OPTION_KEYS,
                            SETTABLE, UNCOND_SKIP_KEYS, hires_refiner_pass, img2img_color_correction, img2img_fix_steps,
                            img2img_noise_values,
-                           restore_faces_default, sampler_option_params, uncond_skip_values)
+                           restore_faces_default, sampler_option_params, token_merging_ratio_hr, uncond_skip_values)
 from webui.prompt_guard import check_prompt_networks
 from webui.refiner_config_folders import find_config_folder, named_as_picked
 
@@ -30,8 +30,9 @@ INPAINTING_FILL = {0: "fill", 1: "original", 2: "latent noise", 3: "latent nothi
 # A1111's option keys for skipping the negative prompt (NGMS, Skip Early CFG) may also come per request.
 # The settings the API reads when it saves a result (`webui.api`: samples, and the grid of 2+ images) too.
 SAVE_OVERRIDES = ("samples_save", "return_grid", "grid_save", "enable_pnginfo", "save_txt")
+# The grid legends' font, read by the scripts that draw labelled grids (webui.api_selectable_scripts.request_font).
 SETTABLE_OVERRIDES = {"CLIP_stop_at_last_layers", *UNCOND_SKIP_KEYS, *SAMPLER_OPTION_KEYS, *PROMPT_OPTION_KEYS,
-                      *SAVE_OVERRIDES, *INFOTEXT_OPTION_KEYS}
+                      *SAVE_OVERRIDES, *INFOTEXT_OPTION_KEYS, "font"}
 # What A1111's API request models default to (its UI's defaults differ: 20 steps, DPM++ 2M).
 A1111_API_DEFAULTS = GenerationDefaults(sampler="Euler", schedule_type="Automatic", steps=50, cfg_scale=7.0, width=512,
                                         height=512)
@@ -126,9 +127,9 @@ def _clip_skip(request: Txt2ImgRequest, default_clip_skip: int, current_vae_name
     unknown = sorted(set(overrides) - SETTABLE_OVERRIDES)
     if unknown:
         raise ValueError(f"override_settings keys {unknown} are not supported; supported: {sorted(SETTABLE_OVERRIDES)}.")
-    for key in SAVE_OVERRIDES:
+    for key in (*SAVE_OVERRIDES, "font"):
         if key in overrides:
-            SETTABLE[key](overrides[key])  # ValueError naming the key: true or false
+            SETTABLE[key](overrides[key])  # ValueError naming the key: true or false; the font's path
     return overrides.get("CLIP_stop_at_last_layers", default_clip_skip)
 
 
@@ -252,6 +253,14 @@ def _hires_refiner_pass(request: Txt2ImgRequest, options: dict[str, Any] | None)
     return hires_refiner_pass(values)
 
 
+def _token_merging_ratio_hr(request: Txt2ImgRequest, options: dict[str, Any] | None) -> float:
+    """A1111's `token_merging_ratio_hr`: Settings, then override_settings (where an infotext's "Token merging ratio hr"
+    goes); checked for every request, as `_hires_refiner_pass`, though only a hires fix reads it."""
+    overrides = request.override_settings or {}
+    values = {**(options or {}), **{key: overrides[key] for key in SAMPLER_OPTION_KEYS if key in overrides}}
+    return token_merging_ratio_hr(values)
+
+
 def _exact_steps(request: Img2ImgRequest, options: dict[str, Any] | None) -> bool:
     """A1111's `img2img_fix_steps` for an img2img request: Settings, then override_settings (`img2img_fix_steps`)."""
     overrides = request.override_settings or {}
@@ -301,6 +310,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     # unknown name -> error listing the valid ones
     resolve_sampler(chosen["sampler"], chosen["schedule_type"])
     refiner_pass = _hires_refiner_pass(request, sampler_options)
+    tome_hr = _token_merging_ratio_hr(request, sampler_options)
     refused = _hires_extra_noise(request, sampler_options)
     if refused:
         raise ValueError(f"Not supported by this server: {'; '.join(refused)}.")
@@ -325,7 +335,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         raise ValueError(message) from None
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
         params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass,
-                              hires_eta=lambda sampler: _hires_eta(request, sampler, sampler_options))
+                              hires_eta=lambda sampler: _hires_eta(request, sampler, sampler_options),
+                              token_merging_ratio_hr=tome_hr)
     units = _controlnet_units(request, limits, request_limits or RequestLimits(), controlnet_models)
     img2img = isinstance(request, Img2ImgRequest)  # its IP-Adapter units are read with its init images
     ip_units = [] if img2img else _ip_adapter_units(request, limits, request_limits or RequestLimits(),

@@ -52,11 +52,23 @@ def hires_prompts(request: Txt2ImgRequest, styles) -> dict[str, str]:
     return {"hr_prompt": hr_prompt, "hr_negative_prompt": hr_negative}
 
 
+def settings_eta(hires_eta):
+    """The Settings etas `hires_eta(sampler)` gives, by kind, for a hires sampler chosen later (an X/Y/Z "Hires
+    sampler" cell); None when it gives none (the request sent `eta`, which serves every sampler)."""
+    from pipelines.hires_sampler import SettingsEta
+
+    # one sampler of each kind: Euler a reads eta_ancestral, DDIM eta_ddim (SettingsEta.for_sampler)
+    ancestral, ddim = hires_eta("Euler a"), hires_eta("DDIM")
+    return None if ancestral is None or ddim is None else SettingsEta(ancestral=ancestral, ddim=ddim)
+
+
 def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: GenerationLimits, styles=None,
-                 refiner_pass: str = "second pass", hires_eta=None):
+                 refiner_pass: str = "second pass", hires_eta=None, token_merging_ratio_hr: float = 0.0):
     """A1111's "Hires. fix" fields -> HiresParams (first pass at width x height, then upscale and refine);
     `refiner_pass` is the Settings' (or override's) `hires_fix_refiner_pass`; `hires_eta(sampler)` gives the eta
-    Settings give a hires sampler other than the first pass's (A1111's eta_ddim / eta_ancestral by its kind)."""
+    Settings give a hires sampler other than the first pass's (A1111's eta_ddim / eta_ancestral by its kind), and
+    `settings_eta` keeps both for a hires sampler an X/Y/Z plot picks per cell. `token_merging_ratio_hr` is the
+    Settings' (or override's) ToMe ratio of the hires pass (0: the first pass's)."""
     from pipelines.hires import HiresParams, check_hires_params
 
     # No hr_upscaler: A1111 upscales with "Latent" and writes no "Hires upscaler" key (HiresParams takes None so).
@@ -67,9 +79,12 @@ def hires_params(request: Txt2ImgRequest, params: Txt2ImgParams, limits: Generat
         denoising_strength=(A1111_API_HIRES_DENOISING if request.denoising_strength is None
                             else request.denoising_strength),
         **hires_prompts(request, styles), hires_fix_refiner_pass=refiner_pass,
+        token_merging_ratio_hr=token_merging_ratio_hr,
         **hires_sampler_request(request, params.sampler, params.schedule_type),
     )
-    if hires.hr_sampler is not None and hires_eta is not None:
-        hires.hr_eta = hires_eta(hires.hr_sampler)
+    if hires_eta is not None:
+        if hires.hr_sampler is not None:
+            hires.hr_eta = hires_eta(hires.hr_sampler)
+        hires.settings_eta = settings_eta(hires_eta)
     check_hires_params(hires, limits, 8)
     return hires

@@ -97,6 +97,7 @@ SETTING_KEYS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "Extra noise": ("img2img_extra_noise", as_number),
     "Conditional mask weight": ("inpainting_mask_weight", as_number),  # Settings > img2img, inpainting checkpoints
     "Hires refiner": ("hires_fix_refiner_pass", as_text),  # Settings > Stable Diffusion; written when not "second pass"
+    "Token merging ratio hr": ("token_merging_ratio_hr", as_number),  # Settings > Optimizations: the hires pass's ToMe
     # Settings > Compatibility; A1111 writes it on every image made with the option on
     "Refiner switch by sampling steps": ("refiner_switch_by_sample_steps", as_flag),
     # Settings > Compatibility; A1111 writes it when the option changed a schedule
@@ -132,11 +133,12 @@ def check_controlnet_keys(written: dict, alwayson_scripts: dict | None) -> None:
 def check_approximation_keys(written: dict, running=None) -> None:
     """Refuse an infotext recording approximations (mixkit's DeepCache, TAESD decode, int8, VAE tiling; A1111's Token
     merging ratio) other than those the server's model runs (`running`, its `OptimizationLabels`; None: exact): the
-    image would differ, and the request has no field that could turn them on."""
-    from pipelines.approx.labels import OptimizationLabels, infotext_approximations
+    image would differ, and the request has no field that could turn them on. A1111's `Token merging ratio hr` is
+    not one of them: it goes to override_settings (`token_merging_ratio_hr`), which the hires pass runs."""
+    from pipelines.approx.labels import OptimizationLabels
 
     try:
-        wanted = infotext_approximations(written)
+        wanted = OptimizationLabels.from_infotext(written).approximations()
     except ValueError as error:
         raise ValueError(f"{error}; fix the infotext or remove the key.") from None
     have = (running or OptimizationLabels()).approximations()
@@ -144,7 +146,7 @@ def check_approximation_keys(written: dict, running=None) -> None:
         runs = ", ".join(have) or "the exact model, no approximation"
         raise ValueError(f"infotext: it records {', '.join(wanted) or 'no approximation'}, but this "
                          f"server runs {runs}, so the image would differ; remove those keys (DeepCache, VAE Decoder, "
-                         "Token merging ratio (hr), UNet/VAE quantization, VAE tiling) to generate without them, or "
+                         "Token merging ratio, UNet/VAE quantization, VAE tiling) to generate without them, or "
                          "reproduce it with `mixkit generate --infotext`, which applies them.")
 
 
@@ -190,20 +192,27 @@ def apply_infotext(request: Txt2ImgRequest, lora_library=None, running_labels=No
         filled["sampler_name"] = sampler
         if "scheduler" not in sent:
             filled["scheduler"] = schedule
-    eta_key = next((key for key in ("Eta DDIM", "Eta") if key in written), None)  # A1111 writes one, when not default
-    if eta_key is not None and "eta" not in sent:
+    overrides = dict(request.override_settings or {})
+    etas = {key: parsed[key] for key in ("Eta DDIM", "Eta") if key in written}  # each written when not its default
+    # A hires pass with a sampler of its own reads its own kind's eta: then each key goes to its Settings eta
+    # (eta_ddim / eta_ancestral), as A1111's paste does with both; otherwise the one key is the request's eta
+    by_kind = len(etas) > 1 or "Hires sampler" in written
+    for key, value in etas.items() if "eta" not in sent else ():
         try:
-            filled["eta"] = as_number(parsed[eta_key])
+            number = as_number(value)
         except ValueError:
-            raise ValueError(f"infotext: {eta_key}: {parsed[eta_key]!r} is not a valid eta; fix the infotext or send "
-                             "eta in the request.") from None
+            raise ValueError(f"infotext: {key}: {value!r} is not a valid eta; fix the infotext or send eta in the "
+                             "request.") from None
+        if by_kind:
+            overrides.setdefault("eta_ddim" if key == "Eta DDIM" else "eta_ancestral", number)
+        else:
+            filled["eta"] = number
     if not isinstance(request, Img2ImgRequest) and "enable_hr" not in sent:
         # A1111's paste ticks hires fix for a denoising strength together with a hires recipe.
         recipe = any(key in written for key in ("Hires upscale", "Hires upscaler", "Hires resize-1"))
         filled["enable_hr"] = "Denoising strength" in written and recipe
     if "Face restoration" in written and "restore_faces" not in sent:
         filled["restore_faces"] = True
-    overrides = dict(request.override_settings or {})
     for key, (option, convert) in SETTING_KEYS.items():
         if key in parsed and option not in overrides:
             try:

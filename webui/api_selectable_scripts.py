@@ -12,7 +12,7 @@ from typing import Any
 from pipelines.scripts import ScriptResult, find_script, is_registered_script
 
 
-def script_context(state) -> dict[str, Any]:
+def script_context(state, override_settings: dict | None = None) -> dict[str, Any]:
     """What scripts may need from the server: the checkpoints' titles and files (X/Y/Z's Checkpoint name and Refiner
     checkpoint axes), the `--vae-dir` VAEs' names (its VAE axis; the worker's `switch_vae` is passed with the job),
     the styles file (its Styles axis), Interrogate CLIP and, when the server has a DeepDanbooru folder, DeepBooru
@@ -20,7 +20,8 @@ def script_context(state) -> dict[str, Any]:
     Loopback refuses DeepBooru naming the flag before queueing), and the upscalers as
     `/sdapi/v1/upscalers` lists them (SD upscale's `upscaler_index`), and the server's cap on the images one script
     job generates (`--max-script-images`, which every script's plan checks before queueing), and the `font` option
-    (the grid legends' font file; None: automatic). Each script reads the keys it needs."""
+    (the grid legends' font file; None: automatic), a request's `override_settings` font winning (`request_font`).
+    Each script reads the keys it needs."""
     from pipelines.model_upscale_listing import listed_upscaler_names
     from webui.interrogation import deepbooru_now, interrogate_now
 
@@ -30,12 +31,24 @@ def script_context(state) -> dict[str, Any]:
             "interrogate": lambda image: interrogate_now(state, image),
             "deepbooru": None if state.deepbooru is None else lambda image: deepbooru_now(state, image),
             "upscaler_names": listed_upscaler_names(dat_enabled=state.options.get("dat_enabled_models")),
-            "max_script_images": state.limits.max_script_images, "font": state.options.get("font") or None}
+            "max_script_images": state.limits.max_script_images, "font": request_font(state, override_settings)}
 
 
-def request_script(state, kind: str, script_name: Any, script_args: Any, params) -> tuple[Any, Any] | None:
+def request_font(state, override_settings: dict | None = None) -> str | None:
+    """The grid legends' font for one request: its `override_settings` `font` (checked as `/sdapi/v1/options` checks
+    it: ValueError naming the path; "" is automatic), as A1111 applies override_settings for the job, else the
+    server's `font` option. None: automatic."""
+    from webui.options import check_settable
+
+    if override_settings and "font" in override_settings:
+        return check_settable("font", override_settings["font"]) or None
+    return state.options.get("font") or None
+
+
+def request_script(state, kind: str, script_name: Any, script_args: Any, params,
+                   override_settings: dict | None = None) -> tuple[Any, Any] | None:
     """(script, checked config) for a request naming a registered script, else None; ValueError (a 422) for bad
-    `script_args` or a script that cannot run on these params."""
+    `script_args`, a script that cannot run on these params, or a bad `font` in the request's `override_settings`."""
     if not is_registered_script(script_name):
         return None
     script = find_script(script_name, kind)
@@ -48,7 +61,7 @@ def request_script(state, kind: str, script_name: Any, script_args: Any, params)
         raise ValueError(f"script_name {script.title!r} cannot be combined with IP-Adapter units: "
                          f"{STALE_REFERENCE_REASON}; send them without the script (X/Y/Z plot, Prompt matrix and "
                          "Prompts from file take IP-Adapter units).")
-    return script, script.parse(script_args, kind, **script_context(state))
+    return script, script.parse(script_args, kind, **script_context(state, override_settings))
 
 
 def script_response_info(info: dict, result) -> dict:

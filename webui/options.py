@@ -8,6 +8,7 @@ and read back from it at start.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from dataclasses import asdict
@@ -30,6 +31,9 @@ from webui.generation_defaults import (OPTION_KEYS, GenerationDefaults, check_ge
 from webui.interrogate_options import (DEEPBOORU_OPTION_DEFAULTS, INTERROGATE_OPTION_DEFAULTS, INTERROGATE_OPTION_KEYS,
                                        LENGTH_KEYS, check_deepbooru_option, check_interrogate_option,
                                        deepbooru_settings, interrogate_settings)
+
+logger = logging.getLogger(__name__)
+FONT_KEY = "font"  # A1111's grid legend font (pipelines.grid_fonts.OPTION_NAME)
 
 
 def _check_clip_skip(value: Any) -> int:
@@ -120,6 +124,11 @@ INPAINTING_MASK_WEIGHT_KEY = "inpainting_mask_weight"
 # Settings > Stable Diffusion "Hires fix: which pass to enable refiner for" (`HiresParams.hires_fix_refiner_pass`): read
 # by hires-fix generations with a refiner; it travels with the sampler options to the request conversion too.
 HIRES_REFINER_PASS_KEY = "hires_fix_refiner_pass"
+# Settings > Optimizations "Token merging ratio for high-res pass" (A1111's `token_merging_ratio_hr`, infotext "Token
+# merging ratio hr"; `HiresParams.token_merging_ratio_hr`): ToMe in the hires pass only, 0 = the first pass's ratio.
+# Read by hires-fix generations; it travels with the sampler options, so override_settings and the settings file
+# carry it too.
+TOME_HR_KEY = "token_merging_ratio_hr"
 # Settings > Compatibility "Switch to refiner by sampling steps instead of model timesteps"
 # (`Txt2ImgParams.refiner_switch_by_sample_steps`): read by every generation with a refiner, as the sampler options.
 REFINER_BY_STEPS_KEY = "refiner_switch_by_sample_steps"
@@ -152,7 +161,7 @@ BEFORE_COLOR_CORRECTION_KEY = "save_images_before_color_correction"
 SAMPLER_OPTION_DEFAULTS = {"eta_ancestral": 1.0, "eta_ddim": 0.0, "eta_noise_seed_delta": 0,
                            RNG_SOURCE_KEY: DEFAULT_RNG_SOURCE, "img2img_fix_steps": False,
                            **SAMPLER_PARAMETER_DEFAULTS, **IMG2IMG_NOISE_DEFAULTS, INPAINTING_MASK_WEIGHT_KEY: 1.0,
-                           HIRES_REFINER_PASS_KEY: "second pass", REFINER_BY_STEPS_KEY: False,
+                           HIRES_REFINER_PASS_KEY: "second pass", TOME_HR_KEY: 0.0, REFINER_BY_STEPS_KEY: False,
                            OLD_SCHEDULING_KEY: False, TILING_KEY: False, COLOR_CORRECTION_KEY: False,
                            BEFORE_COLOR_CORRECTION_KEY: False,
                            **FACE_RESTORATION_DEFAULTS,
@@ -233,6 +242,22 @@ def hires_refiner_pass(values: dict[str, Any]) -> str:
     an override value has not been through `/sdapi/v1/options`."""
     return SETTABLE[HIRES_REFINER_PASS_KEY](values.get(HIRES_REFINER_PASS_KEY,
                                                        SAMPLER_OPTION_DEFAULTS[HIRES_REFINER_PASS_KEY]))
+
+
+def token_merging_ratio_hr(values: dict[str, Any]) -> float:
+    """`HiresParams.token_merging_ratio_hr` from option values (Settings, then override_settings), checked here because
+    an override value has not been through `/sdapi/v1/options`."""
+    return SETTABLE[TOME_HR_KEY](values.get(TOME_HR_KEY, SAMPLER_OPTION_DEFAULTS[TOME_HR_KEY]))
+
+
+def _check_token_merging_ratio_hr(value: Any) -> float:
+    from pipelines.approx.tome_unet import check_tome_ratio
+
+    try:
+        return check_tome_ratio(value)
+    except ValueError as error:
+        raise ValueError(f"{TOME_HR_KEY} (Token merging ratio for high-res pass; 0 = the first pass's): {error}") \
+            from None
 
 
 def _check_hires_refiner_pass(value: Any) -> str:
@@ -348,6 +373,7 @@ SETTABLE = {
     BEFORE_COLOR_CORRECTION_KEY: _check_bool(BEFORE_COLOR_CORRECTION_KEY),
     INPAINTING_MASK_WEIGHT_KEY: _check_eta(INPAINTING_MASK_WEIGHT_KEY),  # a number in [0, 1], as the etas
     HIRES_REFINER_PASS_KEY: _check_hires_refiner_pass,
+    TOME_HR_KEY: _check_token_merging_ratio_hr,
     REFINER_BY_STEPS_KEY: _check_bool(REFINER_BY_STEPS_KEY),
     OLD_SCHEDULING_KEY: _check_bool(OLD_SCHEDULING_KEY),
     TILING_KEY: _check_bool(TILING_KEY),
@@ -433,6 +459,9 @@ class ServerOptions:
         self._adopted: set[str] = set()  # size defaults taken from the loaded model, not chosen by the user
         # every value each size default was given by a model (a page opened before a switch still shows an older one)
         self._adopted_values: dict[str, set] = {}
+        # saved values the server starts without (a grid font file that went missing), kept in the settings file
+        # until the user sets the key again, so the choice comes back once the file does
+        self._unusable_saved: dict[str, Any] = {}
         saved = self._read_saved(settings_file) if settings_file else {}
         self._values.update(saved)
         self._chosen = set(saved)  # keys the user chose: in the settings file, or changed since
@@ -585,8 +614,11 @@ class ServerOptions:
                 from webui.settings_file import write_settings_file
 
                 current = {key: value for key, value in self._values.items() if key not in self._adopted}
-                saved = {key: value for key, value in {**current, **checked}.items() if key in PERSISTED}
+                kept = {key: value for key, value in self._unusable_saved.items() if key not in checked}
+                saved = {key: value for key, value in {**current, **checked, **kept}.items() if key in PERSISTED}
                 write_settings_file(self.settings_file, saved)
+            for key in checked:
+                self._unusable_saved.pop(key, None)
             self._values.update(checked)
             self._adopted.difference_update(checked)
             self._chosen.update(checked)
@@ -616,6 +648,13 @@ class ServerOptions:
                     continue
                 checked[key] = check_preset(value) if key == PRESET_KEY else check_settable(key, value)
             except ValueError as error:
+                if key == FONT_KEY:
+                    # A1111 draws with its default font when the chosen one cannot be loaded; a font file removed
+                    # or moved since it was chosen must not keep the server from starting
+                    self._unusable_saved[key] = value
+                    logger.warning("Settings file %r, key %r: %s Grid legends are drawn in the automatic font "
+                                   "until the file is back or another font is set.", path, key, error)
+                    continue
                 raise ValueError(f"Settings file {path!r}, key {key!r}: {error} Fix the value or delete the key.") from None
         merged = {**self._values, **checked}
         for keys, check in combined_checks(self.limits):

@@ -150,8 +150,10 @@ class ServerJobs:
 
     def submit_script(self, kind: str, params, script, config, *, save: bool, grid_save: bool,
                       session: str | None = None, owner: str | None = None, checkpoint: str | None = None,
-                      restore_checkpoint: bool = True, keep_on_disconnect: bool = False, writing=None) -> Job:
-        """Queue a selectable script (`pipelines.scripts`) with its checked `config` on validated `params`.
+                      restore_checkpoint: bool = True, keep_on_disconnect: bool = False, writing=None,
+                      override_settings: dict | None = None) -> Job:
+        """Queue a selectable script (`pipelines.scripts`) with its checked `config` on validated `params`;
+        `override_settings`: the request's, of which the script context reads `font` (the grid legends' font).
 
         Checked now, before anything is queued: the script's own plan (an X/Y/Z plot: every cell, Prompt S/R,
         samplers, checkpoints, styles, the size caps), and each planned generation as `check_params` checks a call.
@@ -161,7 +163,7 @@ class ServerJobs:
 
         if kind not in script.kinds:
             raise ValueError(f"script {script.title!r} runs for {', '.join(sorted(script.kinds))}, not {kind}.")
-        context = script_context(self)
+        context = script_context(self, override_settings)
         planned = script.plan(params, config, kind=kind, switch_checkpoint=checkpoint_switcher(self, kind, params),
                               switch_vae=vae_switcher(self, kind, params), **context)
         for index, call in enumerate(planned):

@@ -145,21 +145,6 @@ def label_infotexts(session) -> None:
     session.infotext = infotext
 
 
-TOME_HIRES_KEY = "Token merging ratio hr"  # A1111 writes it when the hires pass ran ToMe (token_merging_ratio_hr)
-
-
-def infotext_approximations(params: Mapping[str, object]) -> list[str]:
-    """The approximations an infotext records, readable (`OptimizationLabels.approximations`), plus A1111's hires-pass
-    ToMe ratio; ValueError naming a key whose value is malformed. What a paste or a request must either reproduce
-    or refuse, never drop."""
-    items = OptimizationLabels.from_infotext(params).approximations()
-    hires = params.get(TOME_HIRES_KEY)
-    if hires not in (None, ""):
-        try:
-            ratio = float(str(hires))
-        except ValueError:
-            raise ValueError(f"infotext {TOME_HIRES_KEY}: {hires!r} is not a number") from None
-        if ratio:
-            items.append(f"ToMe ratio {ratio:g} in the hires pass")
-    return items
-
+# A1111's hires pass ToMe ratio (token_merging_ratio_hr), written when not 0: a setting of the call (pipelines.hires
+# `token_merging_ratio_hr`), not of the model, so not one of these labels
+TOME_HIRES_KEY = "Token merging ratio hr"

@@ -4,11 +4,13 @@
 override, which an X/Y/Z plot sets per cell) is applied to the model before each generation; here
 `set_token_merging` does the same to the loaded UNet, keeping TAESD and DeepCache as they are and the infotext's
 `Token merging ratio` true, and `restore_token_merging` puts back what a `snapshot_token_merging` saw, so a plot
-leaves the model as it found it, also when it fails.
+leaves the model as it found it, also when it fails. `token_merging_for_pass` does both around one pass: A1111's
+"Token merging ratio high-res" (`token_merging_ratio_hr`), the ratio its hires fix merges at in the second pass only.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,3 +71,20 @@ def restore_token_merging(snapshot: TokenMergingSnapshot) -> None:
     if snapshot.settings is not None:
         apply_token_merging(unet, snapshot.settings)
     set_model_labels(snapshot.model, snapshot.labels)
+
+
+@contextmanager
+def token_merging_for_pass(pipe, ratio: float):
+    """Run the body with `ratio` of `pipe`'s self-attention tokens merged, then put the model's own ToMe back (also
+    when the body fails or is interrupted). 0 changes nothing: A1111's `get_token_merging_ratio(for_hr=True)` falls
+    back to the first pass's ratio, which the model already runs. The caller checked `ratio`
+    (`check_token_merging_ratios`)."""
+    if not ratio:
+        yield
+        return
+    snapshot = snapshot_token_merging(pipe)
+    try:
+        set_token_merging(pipe, ratio)
+        yield
+    finally:
+        restore_token_merging(snapshot)

@@ -5,11 +5,10 @@ cell's params (a new params object; the caller's is never changed), how the valu
 values are valid (dropdown axes) and what it costs to change (the checkpoint, 1.0, is switched least often).
 
 Every axis of A1111 1.10 is listed, in its order, because API clients send `x_type` as an index into that list. The
-ones whose feature mixkit does not have (Token merging ratio high-res) are refused
-when chosen, saying why and what to plot instead; RNG source runs CPU and NV (`pipelines.rng_source`), and GPU on a
-CPU model, where it is the CPU noise. Axes that change the loaded model (Checkpoint name, FP8 mode, VAE, Token
-merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`). Image CFG Scale runs on instruct-pix2pix
-checkpoints only, as A1111 applies it, and is refused on any other model rather than plotting identical cells.
+ones that need a model feature run only where the model has it (Image CFG Scale on instruct-pix2pix checkpoints, as
+A1111 applies it; refused on any other model rather than plotting identical cells); RNG source runs CPU and NV
+(`pipelines.rng_source`), and GPU on a CPU model, where it is the CPU noise. Axes that change the loaded model
+(Checkpoint name, FP8 mode, VAE, Token merging ratio) have a `switch` (`pipelines.scripts.xyz_model_axes`).
 """
 
 from __future__ import annotations
@@ -96,7 +95,6 @@ class AxisOption:
     check: Callable[..., None] | None = None
     cost: float = 0.0
     needs_field: str | None = None  # a params field the axis sets, refused when the call's params lack it
-    unsupported: str | None = None  # why mixkit refuses this A1111 axis (kept so A1111's indexes line up)
     switch: Callable[..., Any] | None = None
     check_pipe: Callable[[Any, list], None] | None = None
 
@@ -183,8 +181,8 @@ def check_samplers(params, values, context) -> None:
 
 def apply_hires_sampler(params, value, values, context):
     """The hires pass's sampler (A1111's `apply_field("hr_sampler_name")`); "Use same sampler" is the first pass's.
-    `hr_eta` is cleared: a request's Settings eta was for its own hires sampler's kind, so a cell's sampler runs
-    the first pass's `eta` or its own default (pipelines.hires_sampler.hires_eta)."""
+    `hr_eta` is cleared: a request's Settings eta was for its own hires sampler's kind, so a cell's sampler takes its
+    own kind's Settings eta (`settings_eta`), else the first pass's `eta` (pipelines.hires_sampler.hires_eta)."""
     from pipelines.hires_sampler import hires_sampler_choice
 
     return replace(params, hr_sampler=hires_sampler_choice(value, None)[0], hr_eta=None)
@@ -201,6 +199,33 @@ def check_hires_samplers(params, values, context) -> None:
             check_hires_sampler(apply_hires_sampler(params, value, values, context), steps)
         except (TypeError, ValueError) as error:
             raise ValueError(f"Hires sampler {value!r}: {error}") from None
+
+
+def check_token_merging_hr_values(params, values, context) -> None:
+    """A1111's "Token merging ratio high-res" (its `token_merging_ratio_hr` override per cell): every ratio in ToMe's
+    range, 0 meaning the first pass's, as the hires pass checks it; none above 0 on a UNet the caller knows is fixed."""
+    from pipelines.approx.tome_unet import check_tome_ratio
+
+    for value in values:
+        try:
+            check_tome_ratio(value)
+        except ValueError as error:
+            raise ValueError(f"Token merging ratio high-res {value!r}: {error}; 0 is the first pass's ratio.") from None
+    merging = ", ".join(str(value) for value in values if value > 0)
+    if context.fixed_unet and merging:
+        raise ValueError(f"Token merging ratio high-res {merging}: ToMe changes the UNet's attention, but "
+                         f"{context.fixed_unet}; plot only 0, or leave that out.")
+
+
+def check_token_merging_hr_pipe(pipe, values) -> None:
+    """Whether the plot's model can merge tokens in the hires pass (not on an int8 or OpenVINO UNet)."""
+    from pipelines.approx.tome_switch import check_token_merging_ratios
+
+    try:
+        check_token_merging_ratios(pipe, values)
+    except ValueError as error:
+        merging = ", ".join(str(value) for value in values if value > 0)
+        raise ValueError(f"Token merging ratio high-res {merging}: {error}") from None
 
 
 def schedule_names(context: PlotContext) -> list[str]:
@@ -395,12 +420,6 @@ def check_image_cfg_pipe(pipe, values) -> None:
                          "CFG Scale or Denoising instead.")
 
 
-def unsupported(label: str, why: str, kinds: frozenset = BOTH) -> AxisOption:
-    """An A1111 axis mixkit cannot vary per cell: listed (so A1111's `x_type` indexes mean the same axis here) and
-    refused with `why` when chosen."""
-    return AxisOption(label, TEXT, apply_nothing, kinds=kinds, unsupported=why)
-
-
 # A1111 1.10's list, in its order: a client's `x_type` index counts in it (txt2img and img2img each skip the other's).
 _register(
     AxisOption("Nothing", NOTHING, apply_nothing, format_value=lambda axis, value: ""),
@@ -448,9 +467,9 @@ _register(
     AxisOption("Face restore", TEXT, apply_face_restore, format_value=value_only),
     AxisOption("Token merging ratio", FLOAT, apply_nothing, check=check_token_merging_values,
                switch=switch_token_merging, check_pipe=check_token_merging_pipe),
-    unsupported("Token merging ratio high-res", "mixkit merges tokens at one ratio for both passes of hires fix "
-                "(A1111's separate token_merging_ratio_hr has no counterpart); plot Token merging ratio instead, which "
-                "sets both passes, as A1111's does when no high-res ratio is set"),
+    AxisOption("Token merging ratio high-res", FLOAT, set_field("token_merging_ratio_hr"),
+               check=check_token_merging_hr_values, check_pipe=check_token_merging_hr_pipe,
+               needs_field="token_merging_ratio_hr"),
     AxisOption("Always discard next-to-last sigma", TEXT,
                set_sampler_parameter("always_discard_next_to_last_sigma", boolean=True), choices=true_false,
                check=check_true_false),
@@ -467,8 +486,6 @@ _register(
 )
 
 
-def axes_for(kind: str, *, supported_only: bool = False) -> list[AxisOption]:
-    """The axis types of a txt2img or img2img plot in A1111's order (the order its `x_type` indexes count);
-    `supported_only`: without the refused ones (what the web UI offers)."""
-    return [axis for _, axis in XYZ_AXES.items()
-            if kind in axis.kinds and not (supported_only and axis.unsupported)]
+def axes_for(kind: str) -> list[AxisOption]:
+    """The axis types of a txt2img or img2img plot in A1111's order (the order its `x_type` indexes count)."""
+    return [axis for _, axis in XYZ_AXES.items() if kind in axis.kinds]

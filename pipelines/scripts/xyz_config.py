@@ -95,7 +95,7 @@ def _margin(value: Any) -> int:
 def find_axis(slot: str, value: Any, kind: str) -> AxisOption:
     """The axis type an `x_type` slot names: A1111's index into the kind's list, or a label in any case."""
     options = axes_for(kind)
-    labels = ", ".join(f"{index} {axis.label!r}" for index, axis in enumerate(options) if not axis.unsupported)
+    labels = ", ".join(f"{index} {axis.label!r}" for index, axis in enumerate(options))
     if isinstance(value, bool):
         raise ValueError(f"script_args {slot}: must be an axis index or label, got {value!r}. Valid: {labels}.")
     if isinstance(value, float) and value.is_integer():
@@ -112,9 +112,6 @@ def find_axis(slot: str, value: Any, kind: str) -> AxisOption:
         axis = matches[0]
     else:
         raise ValueError(f"script_args {slot}: must be an axis index or label, got {value!r}. Valid: {labels}.")
-    if axis.unsupported:
-        raise ValueError(f"script_args {slot}: the {axis.label!r} axis is not supported by mixkit: "
-                         f"{axis.unsupported}.")
     return axis
 
 

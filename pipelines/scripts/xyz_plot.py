@@ -109,7 +109,8 @@ def check_plot(params, config: XyzConfig, context: PlotContext) -> list[PlotCell
     for name, axis in zip("XYZ", config.axes):
         option = axis.option
         if option.needs_field and not hasattr(params, option.needs_field):
-            needs = "hires fix (enable_hr)" if option.needs_field.startswith("hr_") else (
+            hires_field = option.needs_field.startswith("hr_") or option.needs_field.endswith("_hr")
+            needs = "hires fix (enable_hr)" if hires_field else (
                 "img2img or hires fix (enable_hr)" if option.needs_field == "denoising_strength" else "img2img")
             raise ValueError(f"{name} axis {option.label!r} needs {needs}, which this call does not use.")
         if option.check is not None:

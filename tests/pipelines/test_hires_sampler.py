@@ -83,9 +83,9 @@ def test_the_infotext_names_what_differs_and_reads_back(hires):
     result = hires(**{**BASE, "sampler": "DPM++ 2M", "schedule_type": "Karras"}, hr_sampler="Euler a",
                    hr_schedule_type="Automatic")
     written = parse_infotext(result.infotexts[0])
-    # Euler a's Automatic is the model's own schedule, "Uniform", which differs from the first pass's Karras: written
-    # under its resolved label, as the first pass's "Schedule type" is (A1111 1.10 writes no key for the model's
-    # own schedule, so its paste would run the first pass's Karras)
+    # Euler a's Automatic is the model's own schedule, "Uniform", which differs from the first pass's Karras. A1111
+    # 1.10 records nothing for the model's own schedule, and its paste ("Use same scheduler") would then run Karras:
+    # the one case where mixkit writes the resolved label anyway, so the paste (here or in A1111) runs what ran
     assert (written["Sampler"], written["Schedule type"]) == ("DPM++ 2M", "Karras")
     assert (written["Hires sampler"], written["Hires schedule type"]) == ("Euler a", "Uniform")
     assert hires_sampler_from_infotext(written) == ("Euler a", "Uniform")
@@ -110,12 +110,88 @@ def test_infotext_keys_follow_resolution_not_spelling():
     assert hires_sampler_infotext(HiresParams()) == {"Hires sampler": None, "Hires schedule type": None}
 
 
+@pytest.mark.parametrize("first, hires_fields, schedule_key", [
+    # A1111's get_sigmas records a schedule only when it runs one of its schedule functions: a timestep sampler
+    # (DDIM, PLMS, UniPC) records none, and a paste of no key runs it the same
+    (("DPM++ 2M", "Karras"), dict(hr_sampler="DDIM"), None),
+    (("DPM++ 2M", "Karras"), dict(hr_sampler="UniPC", hr_schedule_type="Exponential"), None),
+    # Euler a on Automatic first records nothing, so any named hires schedule is new to the infotext
+    (("Euler a", "Automatic"), dict(hr_sampler="DPM++ 2M"), "Karras"),
+    (("Euler a", "Automatic"), dict(hr_sampler="Euler", hr_schedule_type="Uniform"), "Uniform"),
+    # both on the model's own schedule: nothing recorded either side
+    (("Euler a", "Automatic"), dict(hr_sampler="Euler"), None),
+    # the first pass's recorded schedule named again: not written
+    (("DPM++ 2M", "Karras"), dict(hr_sampler="Euler", hr_schedule_type="Karras"), None),
+    (("Euler", "Karras"), dict(hr_sampler="DPM++ 2M"), None),
+    # an old-style name names its schedule
+    (("Euler", "Automatic"), dict(hr_sampler="Euler Karras"), "Karras"),
+    # the exception: A1111 would record nothing and its paste would run the first pass's Karras
+    (("Euler", "Karras"), dict(hr_sampler="Euler a", hr_schedule_type="Automatic"), "Uniform"),
+])
+def test_hires_schedule_type_is_written_by_a1111s_get_sigmas_rule(first, hires_fields, schedule_key):
+    params = HiresParams(sampler=first[0], schedule_type=first[1], **hires_fields)
+    assert hires_sampler_infotext(params)["Hires schedule type"] == schedule_key
+
+
+def test_a_paste_of_what_was_written_runs_the_same_hires_pass():
+    """Each case's infotext keys, read back, resolve to the sampler and schedule that ran (A1111's paste: a missing
+    key is the first pass's requested sampler / schedule)."""
+    from pipelines.samplers import resolve_sampler
+
+    cases = [HiresParams(sampler=s, schedule_type=t, hr_sampler=h, hr_schedule_type=ht) for s, t, h, ht in [
+        ("DPM++ 2M", "Karras", "DDIM", None), ("Euler a", "Automatic", "Euler", None),
+        ("Euler", "Karras", "Euler a", "Automatic"), ("DPM++ 2M", "Karras", "Euler", "Karras"),
+        ("Euler a", "Automatic", "DPM++ 2M", None), ("Euler", "Automatic", "Euler Karras", None)]]
+    for params in cases:
+        written = {key: value for key, value in hires_sampler_infotext(params).items() if value is not None}
+        sampler, schedule = hires_sampler_from_infotext(written)
+        pasted = replace(params, hr_sampler=sampler, hr_schedule_type=schedule)
+        ran, again = resolve_sampler(*hires_sampler_names(params)), resolve_sampler(*hires_sampler_names(pasted))
+        assert (ran[0].name, ran[1]) == (again[0].name, again[1]), params
+
+
+def test_the_hires_samplers_own_eta_is_written_under_its_kinds_key(hires):
+    ddim = hires(**{**BASE, "sampler": "Euler a", "eta": 0.5}, hr_sampler="DDIM", hr_eta=0.25)
+    # A1111's DDIM writes `Eta DDIM` when it starts, next to the first pass's `Eta` (Euler a's)
+    assert parse_infotext(ddim.infotexts[0], defaults=False)["Eta"] == "0.5"
+    assert parse_infotext(ddim.infotexts[0], defaults=False)["Eta DDIM"] == "0.25"
+    assert ddim.infotexts[0].split("\n")[1].split(", Model hash: ")[0] == (
+        "Steps: 3, Sampler: Euler a, Schedule type: Uniform, CFG scale: 7, Seed: 21, Size: 32x32")
+    assert ddim.infotexts[0].split("\n")[1].split(", Version: ")[0].endswith(
+        "Denoising strength: 0.6, Eta: 0.5, RNG: CPU, Hires upscale: 2, Hires steps: 3, Hires upscaler: Latent, "
+        "Hires sampler: DDIM, Eta DDIM: 0.25")
+    # the same kind: the hires sampler's value replaces the first pass's, as A1111's second write does
+    same_kind = parse_infotext(hires(**{**BASE, "sampler": "Euler a", "eta": 0.5}, hr_sampler="DPM2 a",
+                                     hr_eta=0.75).infotexts[0], defaults=False)
+    assert same_kind["Eta"] == "0.75"
+    # at the hires sampler's default nothing is written for it: the first pass's value stays
+    default = parse_infotext(hires(**{**BASE, "sampler": "Euler a", "eta": 0.5}, hr_sampler="DDIM",
+                                   hr_eta=0.0).infotexts[0], defaults=False)
+    assert (default["Eta"], "Eta DDIM" in default) == ("0.5", False)
+
+
+def test_settings_eta_gives_a_hires_sampler_its_kinds_eta_unless_hr_eta_is_set():
+    from pipelines.hires_sampler import SettingsEta, hires_eta
+
+    settings = SettingsEta(ancestral=0.75, ddim=0.25)
+    assert hires_eta(HiresParams(sampler="Euler a", eta=0.75, hr_sampler="DDIM", settings_eta=settings)) == 0.25
+    assert hires_eta(HiresParams(sampler="DDIM", eta=0.25, hr_sampler="Euler a", settings_eta=settings)) == 0.75
+    assert hires_eta(HiresParams(sampler="Euler a", hr_sampler="DPM++ 2M", settings_eta=settings)) is None
+    assert hires_eta(HiresParams(sampler="Euler a", eta=0.5, hr_sampler="DDIM", hr_eta=0.1,
+                                 settings_eta=settings)) == 0.1
+    assert hires_eta(HiresParams(sampler="Euler a", eta=0.5, settings_eta=settings)) == 0.5  # no hires sampler
+    assert hires_eta(HiresParams(sampler="Euler a", eta=0.5, hr_sampler="DDIM")) == 0.5  # no Settings: p.eta
+    with pytest.raises(ValueError, match=r"SettingsEta.ddim \(A1111's eta_ddim\) must be a number in \[0, 1\]"):
+        SettingsEta(ddim=1.5)
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(hr_sampler="Eular"), "Eular.*Euler a"),  # the registry's list of valid names
     (dict(hr_schedule_type="Karas"), "Karas"),
     (dict(hr_sampler="DDIM", hr_eta=2.0), r"eta must be a number in \[0, 1\]"),
     (dict(hr_sampler="DPM++ 2M Karras", hr_schedule_type="Exponential"), "already implies schedule type"),
     (dict(hr_sampler=3), "hr_sampler must be a sampler name"),
+    (dict(hr_sampler="DDIM", settings_eta=(0.5, 0.5)), "settings_eta must be a SettingsEta"),
 ])
 def test_bad_hires_samplers_are_refused_before_any_pass(hires, change, message, monkeypatch):
     fail_if_called(monkeypatch, hires.model.unet)

@@ -65,3 +65,58 @@ def test_the_plots_legend_follows_the_font_option_which_is_saved(client, server)
     assert sans.crop((0, pad, sans.width, sans.height)).tobytes() == math.crop((0, pad, math.width,
                                                                                   math.height)).tobytes()
     assert sans.crop((0, 0, sans.width, pad)).tobytes() != math.crop((0, 0, math.width, pad)).tobytes()
+
+
+def test_a_per_request_font_override_draws_that_requests_legend_only(client):
+    """A1111 applies `override_settings` for the job: the plot's legend is drawn in the request's font, the server's
+    option stays as it was, and a bad path is a 422 naming it before anything is queued."""
+    def plot(font=None):
+        extra = {} if font is None else {"override_settings": {"font": font}}
+        response = client.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "X/Y/Z plot",
+                                                          "script_args": RED_OR_LAMBDA, **extra})
+        assert response.status_code == 200, response.text
+        return decode_png(response.json()["images"][0])
+
+    try:
+        assert client.post("/sdapi/v1/options", json={"font": DEJAVU_MATH}).status_code == 200
+        math = plot()
+        sans = plot(DEJAVU)
+        automatic = plot("")  # "" is the automatic font, for this request
+        assert client.get("/sdapi/v1/options").json()["font"] == DEJAVU_MATH  # the overrides were the requests' only
+        assert plot().tobytes() == math.tobytes()
+    finally:
+        client.post("/sdapi/v1/options", json={"font": ""})
+    pad = sans.height - 64
+    assert sans.crop((0, 0, sans.width, pad)).tobytes() != math.crop((0, 0, math.width, pad)).tobytes()
+    assert plot().tobytes() == automatic.tobytes()
+    assert plot(DEJAVU).tobytes() == sans.tobytes()
+    refused = client.post("/sdapi/v1/txt2img", json={**TINY, "script_name": "X/Y/Z plot", "script_args": RED_OR_LAMBDA,
+                                                     "override_settings": {"font": "/nowhere/Roboto.ttf"}})
+    assert refused.status_code == 422 and "font '/nowhere/Roboto.ttf' is not a file" in refused.text
+
+
+def test_a_saved_font_file_that_went_missing_does_not_stop_the_start(tmp_path, caplog):
+    """The server starts with the automatic font and says which file is missing (A1111 falls back to its default
+    font); the saved choice stays in the settings file until another font is set, so it returns with the file."""
+    import logging
+    import shutil
+
+    from webui.options import ServerOptions
+
+    font = tmp_path / "fonts" / "DejaVuSans.ttf"
+    font.parent.mkdir()
+    shutil.copy(DEJAVU, font)
+    settings = tmp_path / "config.json"
+    settings.write_text(json.dumps({"font": str(font), "samples_save": False}))
+    assert ServerOptions(str(tmp_path), 0, settings_file=str(settings)).get("font") == str(font)
+    font.unlink()
+    with caplog.at_level(logging.WARNING, logger="webui.options"):
+        options = ServerOptions(str(tmp_path), 0, settings_file=str(settings))
+    assert options.get("font") == "" and options.get("samples_save") is False  # the rest of the file still applies
+    assert f"Settings file {str(settings)!r}, key 'font': font {str(font)!r} is not a file" in caplog.text
+    options.apply(options.check_update({"samples_save": True}))  # another setting saved: the font choice kept
+    assert json.loads(settings.read_text())["font"] == str(font)
+    shutil.copy(DEJAVU, font)
+    assert ServerOptions(str(tmp_path), 0, settings_file=str(settings)).get("font") == str(font)
+    options.apply(options.check_update({"font": ""}))  # set again: the new choice is saved
+    assert json.loads(settings.read_text())["font"] == ""

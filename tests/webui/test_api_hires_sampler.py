@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 from pipelines.hires import HiresParams
-from pipelines.hires_sampler import hires_eta
+from pipelines.hires_sampler import SettingsEta, hires_eta
 from pipelines.params import GenerationLimits
 from webui.api_convert import to_txt2img_params
 from webui.api_infotext import apply_infotext
@@ -94,6 +94,31 @@ def test_the_hires_sampler_takes_its_own_kinds_eta_from_settings_unless_the_requ
     assert params(sampler_name="Euler a", hr_sampler_name="DPM++ 2M").hr_eta is None  # no eta: DPM++ 2M has none
     sent = params(sampler_name="Euler a", hr_sampler_name="DDIM", eta=0.5)
     assert (sent.eta, sent.hr_eta, hires_eta(sent)) == (0.5, None, 0.5)  # A1111's p.eta holds for both passes
+    # both Settings etas travel with the params, for a hires sampler an X/Y/Z cell picks; none when eta was sent
+    assert ddim.settings_eta == SettingsEta(ancestral=0.75, ddim=0.25) and sent.settings_eta is None
+    overridden = to_txt2img_params(Txt2ImgRequest(**HIRES, sampler_name="Euler a", hr_sampler_name="DDIM",
+                                                  override_settings={"eta_ddim": 0.5}),
+                                   limits=GenerationLimits(), lora_names=None, sampler_options=options)
+    assert (overridden.hr_eta, overridden.settings_eta) == (0.5, SettingsEta(ancestral=0.75, ddim=0.5))
+
+
+@pytest.mark.parametrize("keys, expected", [
+    # one key and no hires sampler: the request's eta (both passes run that sampler)
+    ("Sampler: Euler a, Eta: 0.5", dict(eta=0.5, overrides={})),
+    # a hires sampler of its own: each written eta is its kind's Settings eta, as A1111's paste reads them
+    ("Sampler: Euler a, Eta: 0.5, Hires sampler: DDIM, Eta DDIM: 0.25",
+     dict(eta=None, overrides={"eta_ancestral": 0.5, "eta_ddim": 0.25})),
+    ("Sampler: Euler a, Eta: 0.5, Hires sampler: DDIM", dict(eta=None, overrides={"eta_ancestral": 0.5})),
+])
+def test_an_infotexts_eta_keys_are_read_by_kind_when_the_hires_sampler_differs(keys, expected):
+    text = ("a cat\nSteps: 4, " + keys + ", CFG scale: 7, Seed: 1, Size: 64x64, Denoising strength: 0.5, "
+            "Hires upscale: 2, Hires steps: 3, Hires upscaler: Latent")
+    pasted = apply_infotext(Txt2ImgRequest(infotext=text))
+    assert (pasted.eta, {k: v for k, v in (pasted.override_settings or {}).items() if k.startswith("eta")}) == (
+        expected["eta"], expected["overrides"])
+    if expected["eta"] is None:  # what the two passes then run: the first its Eta, the DDIM pass its Eta DDIM
+        params = to_txt2img_params(pasted, limits=GenerationLimits(), lora_names=None)
+        assert (params.eta, hires_eta(params)) == (0.5, expected["overrides"].get("eta_ddim", 0.0))
 
 
 def test_an_infotexts_hires_sampler_and_schedule_type_are_read_and_run():

@@ -57,9 +57,3 @@ def test_clip_skip_sdxl_comes_from_settings_then_override_settings():
     with pytest.raises((TypeError, ValueError), match="sdxl_clip_l_skip must be True or False"):
         to_txt2img_params(Txt2ImgRequest(prompt="a", override_settings={"sdxl_clip_l_skip": "yes"}),
                           limits=GenerationLimits(), lora_names=None)
-
-
-def test_a1111s_hires_token_merging_ratio_is_refused_too():
-    with pytest.raises(ValueError, match=r"records ToMe ratio 0.3 in the hires pass, but this server runs the exact"):
-        apply_infotext(Txt2ImgRequest(infotext=f"{BASE}, Token merging ratio hr: 0.3"))
-    assert apply_infotext(Txt2ImgRequest(infotext=f"{BASE}, Token merging ratio hr: 0")).steps == 2

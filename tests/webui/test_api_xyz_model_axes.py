@@ -163,9 +163,10 @@ def test_the_web_uis_dropdowns_offer_both_axes_and_the_servers_vaes(running):
     from pipelines.scripts.xyz_axes import axes_for
     from webui.ui.script_xyz import axis_choices
 
-    offered = [axis.label for axis in axes_for("txt2img", supported_only=True)]
+    offered = [axis.label for axis in axes_for("txt2img")]
     assert "VAE" in offered and "Token merging ratio" in offered and "FP8 mode" in offered
-    assert "Token merging ratio high-res" not in offered  # refused: not offered
+    assert "Token merging ratio high-res" in offered  # the hires pass's own ratio (A1111's token_merging_ratio_hr)
+    assert "Image CFG Scale" in [axis.label for axis in axes_for("img2img")]  # instruct-pix2pix checkpoints
     assert axis_choices("FP8 mode", running.state) == ["Disable", "Enable for SDXL", "Enable"]
     assert axis_choices("RNG source", running.state) == ["GPU", "CPU", "NV"]
     assert axis_choices("VAE", running.state) == ["Automatic", "None", "broken.safetensors", "other-vae"]

@@ -45,6 +45,7 @@ def test_hires_flags_make_the_python_apis_image_and_its_infotext_makes_it_again(
     (["--hr-resize-x", "100", "--hr-resize-y", "20000"], "hires-fix target size"),
     (["--hr-sampler", "Eular"], "The hires pass's sampler (--hr-sampler='Eular') is not usable"),
     (["--hr-schedule-type", "Karas"], "--hr-schedule-type='Karas'"),
+    (["--hr-tome", "0.8"], "ToMe ratio must be a number in [0, 0.75]"),
 ])
 def test_hires_flag_errors_are_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch, extra, message):
     monkeypatch.setattr(TextToImage, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("the model loaded")))
@@ -140,3 +141,27 @@ def test_hr_sampler_flags_make_the_python_apis_image_and_its_infotext_makes_it_a
     same, plain = capsys.readouterr().out.split()
     assert Image.open(same).tobytes() == Image.open(plain).tobytes() != saved.tobytes()
     assert Image.open(same).text["parameters"] == Image.open(plain).text["parameters"]
+
+
+def test_hr_tome_merges_the_second_pass_only_and_its_infotext_makes_it_again(tiny_sd1_dir, tmp_path, capsys):
+    from pipelines.approx.tome_unet import token_merging_state
+
+    flags = ["--hr-scale", "1.5", "--hr-steps", "2", "--denoising-strength", "0.6", "--hr-upscaler", "Latent"]
+    assert main(["generate", "a red circle", "--model", str(tiny_sd1_dir), *flags, "--hr-tome", "0.5",
+                 "-o", str(tmp_path / "a"), *ARGS]) == 0
+    [path] = capsys.readouterr().out.split()
+    saved = Image.open(path)
+    pipe = TextToImage.from_pretrained(tiny_sd1_dir)
+    expected = HiresFix(pipe)(
+        prompt="a red circle", width=64, height=64, steps=3, seed=21, sampler="Euler a", hr_scale=1.5,
+        hr_second_pass_steps=2, denoising_strength=0.6, hr_upscaler="Latent", token_merging_ratio_hr=0.5)
+    assert token_merging_state(pipe.model.unet) is None
+    assert saved.convert("RGB").tobytes() == expected.images[0].tobytes()
+    assert saved.text["parameters"] == expected.infotexts[0]
+    assert "Token merging ratio hr: 0.5" in saved.text["parameters"]
+    assert main(["generate", "--infotext", path, "--model", str(tiny_sd1_dir), "-o", str(tmp_path / "b")]) == 0
+    printed = capsys.readouterr()
+    assert "not honoured" not in printed.err
+    [again] = printed.out.split()
+    assert Image.open(again).tobytes() == saved.tobytes()
+    assert Image.open(again).text["parameters"] == saved.text["parameters"]

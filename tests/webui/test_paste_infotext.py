@@ -143,9 +143,13 @@ def test_approximations_are_named_in_a_note():
     """The API refuses an infotext with approximations; the paste cannot reproduce them either, so it says so."""
     text = CONTROLNET_TEXT.split(", ControlNet 0")[0] + ", DeepCache: 3, Token merging ratio hr: 0.5"
     _, notes = infotext_to_form_values(text, GenerationLimits(), ["DPM++ 2M"], ["Karras"])
-    assert notes == ["DeepCache (full UNet every 3 steps), ToMe ratio 0.5 in the hires pass: approximations the image "
-                     "was made with; this server runs its model without them, so the image will differ (`mixkit "
-                     "generate --infotext` reproduces them)."]
+    # the hires pass's ToMe is a Setting here, as in A1111 (its paste sets it as an override)
+    assert notes == ["Token merging ratio hr: 0.5: the hires pass merged that share of its tokens (ToMe); this is a "
+                     "setting here ('Token merging ratio for high-res pass' in Settings > Sampler parameters), not a "
+                     "form field: set it there to reproduce the image.",
+                     "DeepCache (full UNet every 3 steps): approximations the image was made with; this server runs "
+                     "its model without them, so the image will differ (`mixkit generate --infotext` reproduces "
+                     "them)."]
 
 
 def test_the_extensions_module_aliases_are_pasted_as_the_api_reads_them():

@@ -203,7 +203,7 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
                   "uni_pc_lower_order_final": False, "pad_cond_uncond": True, "pad_cond_uncond_v0": False,
                   "use_downcasted_alpha_bar": True, "inpainting_mask_weight": 0.4,
                   "hires_fix_refiner_pass": "both passes", "refiner_switch_by_sample_steps": True,
-                  "use_old_scheduling": True, "tiling": True}
+                  "use_old_scheduling": True, "tiling": True, "token_merging_ratio_hr": 0.25}
         assert set(values) == set(form)
         apply.fn(*(values[key] for key in form))
         assert {key: state.options.get(key) for key in values} == values
@@ -216,6 +216,8 @@ def test_the_settings_tab_applies_the_sampler_parameters(tmp_path):
         assert state.options.sampler_params("Euler")["tiling"] is True
         assert state.options.sampler_params("Euler")["refiner_switch_by_sample_steps"] is True
         assert state.options.sampler_params("Euler")["use_old_scheduling"] is True
+        with pytest.raises(Exception, match=r"token_merging_ratio_hr .*ToMe ratio must be a number in \[0, 0.75\]"):
+            apply.fn(*({**values, "token_merging_ratio_hr": 0.9}[key] for key in form))
         with pytest.raises(Exception, match="hires_fix_refiner_pass must be one of"):
             apply.fn(*({**values, "hires_fix_refiner_pass": "third pass"}[key] for key in form))
         with pytest.raises(Exception, match="sigma_min"):

@@ -21,12 +21,21 @@ def form(**changes) -> list:
     return [values[name] for name in HIRES_FIELDS]
 
 
+def default_settings_eta(sampler: str):
+    """The Settings eta a hires sampler gets at the default Settings (the API's without Settings), as generate_tab
+    passes `hires_eta` from its Settings."""
+    from webui.options import sampler_option_params
+
+    return sampler_option_params(sampler, {})["eta"]
+
+
 def test_hires_off_keeps_the_params():
     assert with_hires(BASE, form(enable_hr=False), LIMITS) is BASE
 
 
 def test_hires_form_equals_the_api_conversion():
-    ui = with_hires(BASE, form(hr_upscaler="Lanczos", hr_scale=1.5, hr_second_pass_steps=3.0, denoising_strength=0.4), LIMITS)
+    ui = with_hires(BASE, form(hr_upscaler="Lanczos", hr_scale=1.5, hr_second_pass_steps=3.0, denoising_strength=0.4),
+                    LIMITS, hires_eta=default_settings_eta)
     api = to_txt2img_params(Txt2ImgRequest(prompt="a cube", steps=1, width=32, height=32, seed=5, sampler_name="Euler",
                                            enable_hr=True, hr_upscaler="Lanczos", hr_scale=1.5, hr_second_pass_steps=3,
                                            denoising_strength=0.4), limits=LIMITS, lora_names=None)
@@ -156,7 +165,8 @@ def test_a_pasted_hires_sampler_and_schedule_fill_their_dropdowns(keys, dropdown
 
 
 def test_the_hires_dropdowns_translate_as_the_api_does():
-    ui = with_hires(BASE, form(hr_sampler_name="DPM++ 2M", hr_scheduler="Exponential"), LIMITS)
+    ui = with_hires(BASE, form(hr_sampler_name="DPM++ 2M", hr_scheduler="Exponential"), LIMITS,
+                    hires_eta=default_settings_eta)
     api = to_txt2img_params(Txt2ImgRequest(prompt="a cube", steps=1, width=32, height=32, seed=5, sampler_name="Euler",
                                            enable_hr=True, hr_upscaler="Latent", hr_sampler_name="DPM++ 2M",
                                            hr_scheduler="Exponential",
@@ -189,5 +199,29 @@ def test_the_hires_panel_has_a1111s_sampler_and_schedule_dropdowns(tmp_path):
             dropdown = component(blocks, elem_id)
             assert dropdown.label == label and dropdown.value == choices[0]
             assert [choice[0] for choice in dropdown.choices] == choices
+    finally:
+        state.close()
+
+
+def test_settings_token_merging_ratio_for_high_res_reaches_the_hires_params(tmp_path):
+    """A1111's Settings > Optimizations "Token merging ratio for high-res pass": read by every hires-fix generation of
+    the txt2img tab (the API reads it too, then override_settings)."""
+    from webui.config import ServerConfig
+    from webui.server_state import ServerState
+    from webui.ui.generate_tab import form_params
+
+    (tmp_path / "models").mkdir()
+    state = ServerState(ServerConfig(models_dir=str(tmp_path / "models"), output_dir=str(tmp_path / "out")))
+    try:
+        main = ["a", "", "Euler", "Automatic", 4, 7, 64, 64, 1, 1, 1, 1]
+        hires_on = [True, "Latent", 2, 0, 0, 0, 0.7, "", "", "Use same sampler", "Use same scheduler"]
+        refiner_off = [False, "None", 0.8, "None"]
+        assert form_params(state, "txt2img", main, [], [*hires_on, *refiner_off]).token_merging_ratio_hr == 0.0
+        state.options.apply(state.options.check_update({"token_merging_ratio_hr": 0.5}))
+        assert form_params(state, "txt2img", main, [], [*hires_on, *refiner_off]).token_merging_ratio_hr == 0.5
+        plain = form_params(state, "txt2img", main, [], [False, *hires_on[1:], *refiner_off])
+        assert not hasattr(plain, "token_merging_ratio_hr")  # no hires fix: nothing reads it
+        with pytest.raises(ValueError, match=r"token_merging_ratio_hr .*ToMe ratio must be a number in \[0, 0.75\]"):
+            state.options.check_update({"token_merging_ratio_hr": 0.8})
     finally:
         state.close()

@@ -24,6 +24,7 @@ HIRES_FLAGS: dict[str, tuple[str, str, Any]] = {
     "hr_negative": ("hr_negative_prompt", "Hires negative prompt", as_text),
     "hr_sampler": ("hr_sampler", "Hires sampler", as_text),
     "hr_schedule_type": ("hr_schedule_type", "Hires schedule type", as_text),
+    "hr_tome": ("token_merging_ratio_hr", "Token merging ratio hr", as_number),  # A1111's token_merging_ratio_hr
 }
 # argparse destination -> (infotext key, conversion), as `webui.cli.generate_infotext.FLAG_KEYS`
 HIRES_INFOTEXT_KEYS = {dest: (key, convert) for dest, (_, key, convert) in HIRES_FLAGS.items()}
@@ -64,6 +65,10 @@ def add_hires_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hr-schedule-type", default=None, metavar="NAME",
                    help="the second pass's schedule type, any name --schedule-type takes (default: --schedule-type's; "
                         "'Use same scheduler' also means that)")
+    g.add_argument("--hr-tome", type=float, default=None, metavar="R",
+                   help="merge R (0-0.75) of the self-attention tokens in the second pass only, as A1111's 'Token "
+                        "merging ratio for high-res pass' (approximate, faster; default 0: as the first pass, see "
+                        "--tome); infotext 'Token merging ratio hr'")
 
 
 def hires_requested(args: argparse.Namespace) -> bool:

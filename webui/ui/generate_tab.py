@@ -448,7 +448,7 @@ def form_params(state: ServerState, kind: str, form: list, chosen_styles: list[s
 
 def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[str], own: list):
     """`form_params` without the refiner: `own` holds the Hires. fix (txt2img) or img2img widgets' values."""
-    from webui.options import HIRES_REFINER_PASS_KEY
+    from webui.options import HIRES_REFINER_PASS_KEY, TOME_HR_KEY
 
     unstyled = values_to_params(form)
     params = replace(unstyled, **state.options.uncond_skip(), **state.options.sampler_params(unstyled.sampler),
@@ -469,7 +469,9 @@ def _form_params(state: ServerState, kind: str, form: list, chosen_styles: list[
             raise refused(f"Settings > img2img 'Extra noise' is {extra_noise}: A1111 adds it in the hires-fix pass, "
                           "which this server does not; set it to 0 for txt2img with hires fix.")
         if hires is not params:  # Settings > Stable Diffusion "Hires fix: which pass to enable refiner for"
-            hires = replace(hires, hires_fix_refiner_pass=state.options.get(HIRES_REFINER_PASS_KEY))
+            hires = replace(hires, hires_fix_refiner_pass=state.options.get(HIRES_REFINER_PASS_KEY),
+                            # Settings > Optimizations "Token merging ratio for high-res pass"
+                            token_merging_ratio_hr=state.options.get(TOME_HR_KEY))
         return hires
     # A1111's Settings "With img2img, do exactly the amount of steps the slider specifies" (img2img_fix_steps), and
     # its img2img noise settings (pipelines.img2img_noise)

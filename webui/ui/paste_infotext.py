@@ -483,6 +483,7 @@ def _reproduction_notes(parsed: dict, current_model: str | None, current_model_a
         notes.append(f"Hires fix ({recipe}): hires fix is a txt2img feature and this tab has no Hires. fix controls, "
                      "so the paste fills the first pass only; send the image to txt2img to reproduce it.")
     notes += _hires_refiner_notes(parsed)
+    notes += _hires_token_merging_notes(parsed)
     notes += _approximation_notes(parsed)
     sampler_settings = [f"{key}: {parsed[key]}" for key in ("Eta", "Eta DDIM", "ENSD") if parsed.get(key) not in (None, "")]
     sampler_settings += _sampler_parameter_settings(parsed)
@@ -548,10 +549,10 @@ def _sampler_parameter_settings(parsed: dict) -> list[str]:
 def _approximation_notes(parsed: dict) -> list[str]:
     """A note naming the approximations the image was made with (DeepCache, TAESD decode, ToMe ...): the web UI runs
     its model without them (the API refuses such an infotext), so the paste cannot reproduce the image."""
-    from pipelines.approx.labels import infotext_approximations
+    from pipelines.approx.labels import OptimizationLabels
 
-    try:
-        items = infotext_approximations(parsed)
+    try:  # the hires pass's ToMe is a Setting here (`_hires_token_merging_notes`)
+        items = OptimizationLabels.from_infotext(parsed).approximations()
     except ValueError as error:
         return [f"{error}; the image's approximations cannot be read."]
     if parsed.get("FreeU") not in (None, ""):  # mixkit's FreeU: a per-call setting the web UI has no control for
@@ -571,3 +572,14 @@ def _hires_refiner_notes(parsed: dict) -> list[str]:
     return [f"Hires refiner: {value}: the refiner finished the image's {value} of hires fix; this is a setting here "
             "('Hires fix: which pass to enable refiner for' in Settings > Sampler parameters), not a form field: set "
             "it there to reproduce the image."]
+
+
+def _hires_token_merging_notes(parsed: dict) -> list[str]:
+    """A note for A1111's `Token merging ratio hr` (the hires pass's ToMe ratio, written when not 0): a Setting here
+    as in A1111 (its paste sets it as an override), which the paste does not change."""
+    value = parsed.get("Token merging ratio hr")
+    if value in (None, "") or str(value).strip() in ("0", "0.0"):
+        return []
+    return [f"Token merging ratio hr: {value}: the hires pass merged that share of its tokens (ToMe); this is a "
+            "setting here ('Token merging ratio for high-res pass' in Settings > Sampler parameters), not a form "
+            "field: set it there to reproduce the image."]

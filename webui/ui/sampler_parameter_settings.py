@@ -34,6 +34,9 @@ SLIDERS = {
                                "area fully grey)", 0.0, 1.0, 0.01),
     "beta_dist_alpha": ("Beta schedule alpha", *_BOUNDS["beta_dist_alpha"], 0.01),  # A1111's Beta schedule shape
     "beta_dist_beta": ("Beta schedule beta", *_BOUNDS["beta_dist_beta"], 0.01),
+    # A1111's Settings > Optimizations; mixkit's ToMe merges at most 3 of every 4 tokens (tome_unet.MAX_RATIO)
+    "token_merging_ratio_hr": ("Token merging ratio for high-res pass (Optimizations; ToMe in the hires pass only, "
+                               "0: the first pass's; infotext 'Token merging ratio hr')", 0.0, 0.75, 0.05),
 }
 WHOLE_SLIDERS = {"uni_pc_order": ("UniPC order (below the sampling steps)", *_BOUNDS["uni_pc_order"], 1)}
 # option -> (label, choices), A1111's

@@ -51,7 +51,7 @@ def fill_values(label: str, csv_mode: bool, state) -> tuple:
 
 
 def build_xyz_controls(kind: str, state):
-    labels = [axis.label for axis in axes_for(kind, supported_only=True)]
+    labels = [axis.label for axis in axes_for(kind)]
     rows = []
     for name, default in (("x", "Seed"), ("y", "Nothing"), ("z", "Nothing")):
         upper = name.upper()

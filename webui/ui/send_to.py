@@ -44,7 +44,7 @@ def paste_values(state: ServerState, tab: GenerateTab, text: str, sampler_names:
         from pipelines.scripts.xyz_axes import axes_for
         from webui.ui.paste_script_values import infotext_script_values
 
-        labels = [axis.label for axis in axes_for(tab.kind, supported_only=True)]
+        labels = [axis.label for axis in axes_for(tab.kind)]
         script_values, script_notes = infotext_script_values(parse_infotext(text), list(tab.scripts.groups), labels)
         values, notes = {**values, **script_values}, [*notes, *script_notes]
     return values, notes

@@ -52,8 +52,7 @@ def test_labels_follow_a1111_formats():
     (["Steps", "ten"], "script_args x_values: Steps takes whole numbers: 'ten'"),
     ([99, "1"], "script_args x_type: axis index 99 is out of range"),
     (["Colour", "1"], "script_args x_type: unknown txt2img axis type 'Colour'"),
-    (["Token merging ratio high-res", "0.5"], "script_args x_type: the 'Token merging ratio high-res' axis is not "
-                                              "supported by mixkit: mixkit merges tokens at one ratio"),
+    (["Token merging ratio high-res", "half"], "script_args x_values: Token merging ratio high-res takes numbers"),
     (["Hires upscaler", "Nope"], "script_args x_values: 'Nope' is not a valid 'Hires upscaler' value"),
     (["Steps", "1", [], "Nothing", "", [], "Nothing", "", [], "yes"], "script_args draw_legend: must be true or false"),
     (["Steps", "1", *[None] * 14, 501], "script_args margin_size: must be a whole number of pixels 0-500"),

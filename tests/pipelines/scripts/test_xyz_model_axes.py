@@ -35,7 +35,7 @@ def test_the_axes_keep_a1111s_labels_and_indexes():
     assert txt2img.index("VAE") == 30 and txt2img.index("Token merging ratio") == 34  # A1111 1.10's x_type indexes
     assert parse_script_args([30, "Automatic"], "txt2img").x.label == "VAE"
     assert parse_script_args([34, "0, 0.5"], "txt2img").x.values == (0.0, 0.5)
-    supported = [axis.label for axis in axes_for("txt2img", supported_only=True)]
+    supported = [axis.label for axis in axes_for("txt2img")]
     assert "VAE" in supported and "Token merging ratio" in supported
     assert XYZ_AXES.get("VAE").cost == 0.7  # A1111's: switched less often than anything but a checkpoint
 
@@ -127,6 +127,26 @@ def test_token_merging_ratio_axis_runs_with_hires_fix_and_labels_its_images(own_
                                                                                              ("0.5", "1.5")]
     assert result.images[1].size == (96, 96) and result.images[1].tobytes() != result.images[2].tobytes()
     assert token_merging_state(own_pipe.model.unet) is None and model_labels(own_pipe.model) == OptimizationLabels()
+
+
+def test_token_merging_ratio_high_res_axis_merges_each_cells_hires_pass_only(own_pipe):
+    from pipelines.hires import HiresFix, HiresParams
+
+    params = HiresParams(**TINY, hr_scale=1.5, hr_upscaler="Latent")
+    config = xyz_plot.xyz_config(("Token merging ratio high-res", "0, 0.5"), include_lone_images=True)
+    result = xyz_plot.run(HiresFix(own_pipe), params, config)
+    texts = [parse_infotext(text, defaults=False) for text in result.infotexts[1:]]
+    assert [(text.get("Token merging ratio"), text.get("Token merging ratio hr")) for text in texts] == [
+        (None, None), (None, "0.5")]
+    assert result.images[1].tobytes() != result.images[2].tobytes()
+    by_hand = HiresFix(own_pipe)(params, token_merging_ratio_hr=0.5)
+    assert result.images[2].tobytes() == by_hand.images[0].tobytes()
+    assert token_merging_state(own_pipe.model.unet) is None and model_labels(own_pipe.model) == OptimizationLabels()
+    with pytest.raises(ValueError, match=r"X axis: Token merging ratio high-res 0\.8: ToMe ratio must be a number in"):
+        xyz_plot.check_plot(params, xyz_plot.xyz_config(("Token merging ratio high-res", "0.25, 0.8")), PlotContext())
+    with pytest.raises(ValueError, match="X axis 'Token merging ratio high-res' needs hires fix"):
+        xyz_plot.check_plot(Txt2ImgParams(**TINY), xyz_plot.xyz_config(("Token merging ratio high-res", "0.5")),
+                            PlotContext())
 
 
 def test_a_failing_cell_stops_the_plot_names_its_values_and_still_puts_tome_back(own_pipe):
@@ -273,14 +293,6 @@ def test_a_cell_the_pipeline_refuses_is_named_before_anything_runs(sd1_pipe):
     with pytest.raises(ValueError, match=r"^X/Y/Z plot, cell Steps: 5000, CFG Scale: 5\.0: steps must be in"):
         xyz_plot.run(sd1_pipe, Txt2ImgParams(**TINY), config, callback=calls.append)
     assert calls == []
-
-
-@pytest.mark.parametrize("label, kind, reason", [
-    ("Token merging ratio high-res", "txt2img", "plot Token merging ratio instead"),
-])
-def test_axes_without_a_mixkit_feature_are_refused_saying_why_and_what_instead(label, kind, reason):
-    with pytest.raises(ValueError, match=f"the '{label}' axis is not supported by mixkit: .*{reason}"):
-        parse_script_args([label, "1"], kind)
 
 
 @pytest.mark.parametrize("raised, kind, text", [

@@ -237,6 +237,23 @@ def test_the_hires_sampler_axis_runs_each_cells_second_pass_with_its_sampler(sd1
         xyz_plot.check_plot(params, xyz_plot.xyz_config(("Hires sampler", "Euler,Nope")), PlotContext())
 
 
+def test_hires_sampler_cells_take_their_kinds_settings_eta(sd1_pipe):
+    """A1111's hires sampler reads `p.eta`, else its own kind's Settings eta, per cell: with Settings eta_ddim 0.25
+    and eta_ancestral 0.75 (the request sent no eta), a DDIM cell runs and writes eta 0.25, an Euler a cell 0.75."""
+    from pipelines.hires import HiresFix, HiresParams
+    from pipelines.hires_sampler import SettingsEta
+
+    params = HiresParams(**{**TINY, "sampler": "DPM++ 2M"}, hr_scale=1.5, hr_upscaler="Latent",
+                         hr_second_pass_steps=2, hr_sampler="DDIM", hr_eta=0.25,
+                         settings_eta=SettingsEta(ancestral=0.75, ddim=0.25))
+    result = xyz_plot.run(HiresFix(sd1_pipe), params, xyz_plot.xyz_config(("Hires sampler", "DDIM, Euler a, Euler"),
+                                                                         draw_legend=False))
+    read = [parse_infotext(text, defaults=False) for text in result.samples.infotexts]
+    assert [(r.get("Eta DDIM"), r.get("Eta")) for r in read] == [("0.25", None), (None, "0.75"), (None, None)]
+    by_hand = HiresFix(sd1_pipe)(replace(params, hr_sampler="Euler a", hr_eta=0.75, settings_eta=None))
+    assert result.samples.images[1].tobytes() == by_hand.images[0].tobytes()
+
+
 def test_styles_axis_merges_each_value_and_checks_names():
     from mixkit.prompts.styles import PromptStyle, StyleLibrary
 
