@@ -204,28 +204,12 @@ def check_hires_samplers(params, values, context) -> None:
 def check_token_merging_hr_values(params, values, context) -> None:
     """A1111's "Token merging ratio high-res" (its `token_merging_ratio_hr` override per cell): every ratio in ToMe's
     range, 0 meaning the first pass's, as the hires pass checks it; none above 0 on a UNet the caller knows is fixed."""
-    from pipelines.approx.tome_unet import check_tome_ratio
-
-    for value in values:
-        try:
-            check_tome_ratio(value)
-        except ValueError as error:
-            raise ValueError(f"Token merging ratio high-res {value!r}: {error}; 0 is the first pass's ratio.") from None
-    merging = ", ".join(str(value) for value in values if value > 0)
-    if context.fixed_unet and merging:
-        raise ValueError(f"Token merging ratio high-res {merging}: ToMe changes the UNet's attention, but "
-                         f"{context.fixed_unet}; plot only 0, or leave that out.")
+    check_token_merging_values(params, values, context, "Token merging ratio high-res", "0 is the first pass's ratio")
 
 
 def check_token_merging_hr_pipe(pipe, values) -> None:
     """Whether the plot's model can merge tokens in the hires pass (not on an int8 or OpenVINO UNet)."""
-    from pipelines.approx.tome_switch import check_token_merging_ratios
-
-    try:
-        check_token_merging_ratios(pipe, values)
-    except ValueError as error:
-        merging = ", ".join(str(value) for value in values if value > 0)
-        raise ValueError(f"Token merging ratio high-res {merging}: {error}") from None
+    check_token_merging_pipe(pipe, values, "Token merging ratio high-res")
 
 
 def schedule_names(context: PlotContext) -> list[str]:

@@ -86,30 +86,32 @@ def _merging(values) -> str:
     return ", ".join(str(value) for value in values if value > 0)
 
 
-def check_token_merging_values(params, values, context: "PlotContext") -> None:
+def check_token_merging_values(params, values, context: "PlotContext", label: str = "Token merging ratio",
+                               zero: str = "0 turns it off") -> None:
     """Every ratio in ToMe's range, and none above 0 when the caller knows the UNet's graph will be fixed
     (`context.fixed_unet`: the CLI's --int8 or --backend), before anything loads or runs. Whether a loaded model can
-    merge is checked on its pipeline, by `check_token_merging_pipe`."""
+    merge is checked on its pipeline, by `check_token_merging_pipe`. `label` / `zero`: the axis's name and what its 0
+    means (the high-res axis shares this check)."""
     from pipelines.approx.tome_unet import check_tome_ratio
 
     for value in values:
         try:
             check_tome_ratio(value)
         except ValueError as error:
-            raise ValueError(f"Token merging ratio {value!r}: {error}; 0 turns it off.") from None
+            raise ValueError(f"{label} {value!r}: {error}; {zero}.") from None
     if context.fixed_unet and any(value > 0 for value in values):
-        raise ValueError(f"Token merging ratio {_merging(values)}: ToMe changes the UNet's attention, but "
+        raise ValueError(f"{label} {_merging(values)}: ToMe changes the UNet's attention, but "
                          f"{context.fixed_unet}; plot only 0, or leave that out.")
 
 
-def check_token_merging_pipe(pipe, values) -> None:
+def check_token_merging_pipe(pipe, values, label: str = "Token merging ratio") -> None:
     """Whether `pipe`'s model can merge tokens at each ratio (not on an int8 or OpenVINO UNet), before it changes."""
     from pipelines.approx.tome_switch import check_token_merging_ratios
 
     try:
         check_token_merging_ratios(pipe, values)
     except ValueError as error:
-        raise ValueError(f"Token merging ratio {_merging(values)}: {error}") from None
+        raise ValueError(f"{label} {_merging(values)}: {error}") from None
 
 
 def switch_token_merging(pipe, value, context: "PlotContext", restorer: ModelRestorer):
