@@ -123,10 +123,8 @@ class ModelHolder:
         (`webui.api_convert`) before a job is queued."""
         import torch
 
-        model = self.loaded_model()
-        if model is not None:
-            return torch.device(model.device)
-        return torch.device(self.device or "cpu")
+        device = getattr(self.loaded_model(), "device", None)  # None: nothing loaded (or a stand-in without one)
+        return torch.device(device if device is not None else self.device or "cpu")
 
     @property
     def unloaded(self) -> bool:
