@@ -60,11 +60,13 @@ def _philox_rounds(c0, c1, c2, c3, k0, k1) -> list[np.ndarray]:
     """Ten Philox rounds on uint64 arrays (or broadcastable scalars) holding 32-bit words: (c0, c1, c2, c3) out.
 
     Why NumPy uint64, in place: a 32x32-bit product is exact in uint64, so each multiply is one NumPy operation,
-    and writing every intermediate into the product it came from makes a round ten passes over the counters with
-    no allocation but the two products. Measured against it on one 4x128x128 draw (benchmarks/nv_noise.py's
-    method; 2 cores, busy): torch int64 with wrapping multiplies 1.7x slower, torch with 16-bit halves (no
-    overflow) 7x slower, torch uint64 (unvectorised, no shifts) 5x slower; NumPy with fresh temporaries (the
-    first version) 2x slower.
+    and the xors and masks write into the arrays they read, so a round allocates only its two products and two
+    shifted words. In philox_normal the counter words other than the element index are scalars, so the first two
+    rounds multiply one array each. Measured against it on one 4x128x128 draw (benchmarks/nv_noise.py's method,
+    medians; 2 busy cores, torch on one thread, slower still on two): torch int64 with wrapping multiplies 1.6x
+    slower, torch int64 with 16-bit halves (no overflow) 7x slower, torch uint64 (multiplies unvectorised, shifts
+    unsupported) 5x slower; NumPy with a fresh array per operation (the first version) 2x slower; preallocated
+    `out=` buffers 5% faster, within the noise, not worth the bookkeeping.
     """
     m0, m1, shift, word = np.uint64(PHILOX_M[0]), np.uint64(PHILOX_M[1]), np.uint64(32), np.uint64(_WORD)
     for round_index in range(PHILOX_ROUNDS):
