@@ -236,7 +236,8 @@ def build_api(state: ServerState) -> APIRouter:
                 "uncond_skip_options": state.options.uncond_skip(), "sampler_options": state.options.sampler_options(),
                 "prompt_options": state.options.prompt_options(), "styles": state.styles(),
                 "refiner_catalog": state.catalog, "infotext_options": state.options.infotext_settings(),
-                "user": request.scope.get(AUTH_USER_KEY)}  # the --auth user: the infotext's `User`, when asked for
+                "user": request.scope.get(AUTH_USER_KEY),  # the --auth user: the infotext's `User`, when asked for
+                "model_device": state.holder.model_device()}  # RNG source GPU is refused off the CPU, before queueing
 
     @router.post("/sdapi/v1/txt2img")
     async def txt2img(body: Txt2ImgRequest, request: Request):

@@ -13,6 +13,7 @@ from typing import Any
 
 from mixkit.prompts import extract_extra_networks
 from pipelines.params import GenerationLimits, Txt2ImgParams, check_txt2img_params
+from pipelines.rng_source import check_rng_source_device
 from webui.api_hires import hires_params
 from webui.api_requests import Img2ImgRequest, Txt2ImgRequest
 from webui.base64_images import decode_base64_image
@@ -283,7 +284,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
                       sampler_options: dict[str, Any] | None = None,
                       prompt_options: dict[str, Any] | None = None, styles=None,
                       refiner_catalog=None, infotext_options: dict[str, Any] | None = None,
-                      user: str | None = None) -> Txt2ImgParams:
+                      user: str | None = None, model_device=None) -> Txt2ImgParams:
     """Txt2ImgParams for a request, validated; raises ValueError/TypeError naming the bad field.
 
     Sampler, scheduler, steps, CFG scale and size the request leaves out come from `defaults`
@@ -298,7 +299,8 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     `hires_fix_refiner_pass` comes from `sampler_options` (Settings), then override_settings; a hires sampler
     other than the first pass's takes its own eta from them too (`_hires_eta`), unless the request sends `eta`.
     The Settings > Infotext switches come from `infotext_options` (Settings), then override_settings; `user` is the
-    --auth user who sent the request (the infotext's `User` when add_user_name_to_info is on).
+    --auth user who sent the request (the infotext's `User` when add_user_name_to_info is on). `model_device` (the
+    server's model device, `ModelHolder.model_device`) refuses RNG source GPU where it is not the CPU's noise.
     """
     from pipelines.samplers import resolve_sampler
 
@@ -333,6 +335,7 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
         # the config folder as the request named it, not its server path
         message = named_as_picked(in_request_terms(str(error)), params.refiner_config_dir, request.refiner_config_dir)
         raise ValueError(message) from None
+    _refuse_gpu_noise_off_the_cpu(params.rng_source, model_device)
     if request.enable_hr and not isinstance(request, Img2ImgRequest):
         params = hires_params(request, params, limits, styles, refiner_pass=refiner_pass,
                               hires_eta=lambda sampler: _hires_eta(request, sampler, sampler_options),
@@ -351,6 +354,18 @@ def to_txt2img_params(request: Txt2ImgRequest, *, limits: GenerationLimits, lora
     if not request.disable_extra_networks:  # the negative prompt's tags are text, as in A1111 1.10
         check_prompt_networks("prompt", request.prompt, lora_names)
     return params
+
+
+def _refuse_gpu_noise_off_the_cpu(rng_source: str, model_device) -> None:
+    """RNG source GPU on a model that is not on the CPU, refused when the request arrives: the pipeline refuses it
+    too (`check_rng_source_device`), but only once the job runs, after the queue and perhaps a checkpoint load."""
+    if model_device is None:
+        return
+    try:
+        check_rng_source_device(rng_source, model_device)
+    except ValueError as error:
+        raise ValueError(f"randn_source={rng_source!r} (override_settings, the infotext's RNG, or the server's "
+                         f"Settings) is refused: {error}") from None
 
 
 def _with_units(params: Txt2ImgParams, units: list) -> Txt2ImgParams:
@@ -448,7 +463,8 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
                       controlnet_models=None, defaults: GenerationDefaults | None = None,
                       uncond_skip_options: dict[str, Any] | None = None, sampler_options: dict[str, Any] | None = None,
                       prompt_options: dict[str, Any] | None = None, styles=None, refiner_catalog=None,
-                      infotext_options: dict[str, Any] | None = None, user: str | None = None):
+                      infotext_options: dict[str, Any] | None = None, user: str | None = None,
+                      model_device=None):
     """Img2ImgParams for a request with its images decoded; raises ValueError naming the bad field.
 
     `exact_steps` is A1111's `img2img_fix_steps`: from `sampler_options` (Settings), then override_settings."""
@@ -459,7 +475,7 @@ def to_img2img_params(request: Img2ImgRequest, *, limits: GenerationLimits, requ
                              request_limits=request_limits, defaults=defaults,
                              uncond_skip_options=uncond_skip_options, sampler_options=sampler_options,
                              prompt_options=prompt_options, styles=styles, refiner_catalog=refiner_catalog,
-                             infotext_options=infotext_options, user=user)
+                             infotext_options=infotext_options, user=user, model_device=model_device)
     units = getattr(base, "controlnets", None) or []
     if request.resize_mode not in RESIZE_MODES:
         raise ValueError(f"resize_mode must be one of {sorted(RESIZE_MODES)} ({RESIZE_MODES}), got {request.resize_mode}.")

@@ -117,6 +117,15 @@ class ModelHolder:
         with self._lock:
             return self._txt2img.model if self._txt2img is not None else None
 
+    def model_device(self):
+        """The torch.device the next generation's model is on, known without loading one: the loaded model's, else
+        the device a load puts it on (`device`; None loads onto the CPU). The HTTP layer refuses GPU noise with it
+        (`webui.api_convert`) before a job is queued."""
+        import torch
+
+        device = getattr(self.loaded_model(), "device", None)  # None: nothing loaded (or a stand-in without one)
+        return torch.device(device if device is not None else self.device or "cpu")
+
     @property
     def unloaded(self) -> bool:
         """True after `unload`: a checkpoint is chosen (`entry`) but not in memory."""

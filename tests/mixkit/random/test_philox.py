@@ -58,6 +58,24 @@ def test_normals_equal_a_scalar_restatement_bit_for_bit(seed, offset):
     assert drawn.tolist() == [_scalar_nv_normal(seed, offset, index) for index in range(16)]
 
 
+def test_a_large_draw_equals_the_scalar_oracle_far_into_the_stream():
+    # the in-place rounds over a latent-sized draw: indices past 2**16 and 2**17 exercise every word of the products
+    seed, offset, count = 0xDEADBEEF12345678, 9, 4 * 128 * 128 * 2
+    drawn = philox_normal(seed, offset, count)
+    indices = [0, 1, 65535, 65536, 65537, 100_003, count - 1]
+    assert [drawn[index].item() for index in indices] == [_scalar_nv_normal(seed, offset, index) for index in indices]
+
+
+def test_philox4x32_10_leaves_its_arguments_as_they_were():
+    # its rounds write into their own intermediates: the caller's counter and key must come back untouched
+    counter = np.array([kat[0] for kat in RANDOM123_KATS], dtype=np.uint64).T.copy()
+    key = np.array([[0xA4093822], [0x299F31D0]], dtype=np.uint64)
+    before = counter.copy(), key.copy()
+    words = philox4x32_10(counter, key)
+    assert np.array_equal(counter, before[0]) and np.array_equal(key, before[1])
+    assert words[:, 2].tolist() == list(RANDOM123_KATS[2][2])  # the digits-of-pi block, under a [2, 1] key
+
+
 def test_seed_0_matches_a1111s_documented_output():
     # modules/rng_philox.py's docstring: Generator(seed=0).randn(shape=(3, 4)), which its author gives as what
     # torch.randn((3, 4), device="cuda") draws after torch.manual_seed(0). Those digits were printed from a run whose
