@@ -106,8 +106,14 @@ def kept_task_id(page, kind: str = "txt2img"):
     return page.evaluate(f"() => localStorage.getItem('mixkit_{kind}_task_id')")
 
 
-def start_long_generation(sync_api, page, prompt: str, steps: int) -> None:
+def start_long_generation(sync_api, page, prompt: str, steps: int, side: int | None = None) -> None:
+    """`side`: a larger picture, so the run outlasts closing and reopening a page on a loaded machine (1000 steps at
+    64 px took 14 s, and a reopened page that attached after the end saw "Done", never "Step ")."""
     page.locator("#txt2img_prompt textarea").fill(prompt)
+    if side is not None:
+        set_number(page, "txt2img_width", side)
+        set_number(page, "txt2img_height", side)
+        sync_api.expect(page.locator("#txt2img_height input[type=number]")).to_have_value(str(side), timeout=30_000)
     set_number(page, "txt2img_steps", steps)
     set_number(page, "txt2img_seed", 4321)
     sync_api.expect(page.locator("#txt2img_steps input[type=number]")).to_have_value(str(steps), timeout=30_000)
@@ -148,7 +154,7 @@ def test_a_page_opened_after_the_tab_closed_reattaches_and_can_interrupt(ui_serv
     with headless_chromium(tmp_path) as (sync_api, browser):
         try:
             page = open_txt2img(browser, ui_server.url)
-            start_long_generation(sync_api, page, "a long one", 1000)
+            start_long_generation(sync_api, page, "a long one", 1000, side=256)
             task = state.tasks.find(kept_task_id(page), None)
             page.close()  # its session ends; the generation goes on
             page = open_txt2img(browser, ui_server.url)
