@@ -17,7 +17,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pipelines.audio_models import AudioModelFamily, AudioPrompt, family_named, family_of
+from pipelines.audio_models import (AudioModelFamily, AudioPrompt, check_transcription_fits, family_named,
+                                    family_of)
 from pipelines.control import GenerationControl, StepProgress
 from pipelines.diffusers_loop import (LoopProgress, check_cfg_scale, check_generator, check_int, check_prompts,
                                       guided_prediction, seeded_generator)
@@ -188,14 +189,7 @@ class TextToAudio:
         if audio_length_in_s is not None and audio_length_in_s < self.shortest_clip:
             raise ValueError(f"audio_length_in_s must be at least {self.shortest_clip:g} s for this model (one latent "
                              f"row of its mel spectrogram), got {audio_length_in_s!r}.")
-        if transcription and not self.reads_transcription:
-            raise ValueError(f"transcription is read only by AudioLDM 2 text-to-speech checkpoints (a VITS "
-                             f"text_encoder_2, e.g. anhnct/audioldm2_gigaspeech); this {self.family.label} model "
-                             f"makes sound from the prompt alone. Leave transcription empty, or load a "
-                             f"text-to-speech checkpoint.")
-        if self.reads_transcription and not transcription:
-            raise ValueError("This AudioLDM 2 checkpoint is text-to-speech: pass transcription= (the words to speak); "
-                             "the prompt describes the voice and the room.")
+        check_transcription_fits(transcription, self.reads_transcription, self.family.label)
 
     def __call__(self, prompt: str, *, negative_prompt: str = "", audio_length_in_s: float | None = None,
                  steps: int | None = DEFAULT_STEPS, cfg_scale: float | None = DEFAULT_CFG, seed: int = -1,
