@@ -8,7 +8,9 @@ is drawn from seed + k (as A1111's batch images), a step callback with `StepProg
 conditioning), so a waveform equals diffusers' for the same generator, except that a clip always has
 int(seconds x rate) samples: diffusers gives a few ms less for lengths that fall inside a latent row
 (`TextToAudio.mel_frames`). diffusers re-orders a batch by CLAP score when librosa is installed; here clip k stays
-the clip of seed + k, so any clip can be made again alone.
+the clip of seed + k, so any clip can be made again alone, also with a random-noise scheduler (Euler a, DDPM, DPM++
+SDE ...): clip k's step noise comes from its own generator or Brownian tree, as mixkit's image pipelines do per image,
+where diffusers draws the whole batch's from one generator.
 """
 
 from __future__ import annotations
@@ -93,6 +95,18 @@ def select_text_to_audio_files(repo: str, filenames: list[str], read_json: Calla
     extra = [name for folder, stems in family.extra_folders.items()
              for name in folder_files(repo, filenames, folder, stems, None, None)]
     return sorted({*chosen, *extra})
+
+
+def clip_generators(generator: Any, seeds: list[int]) -> Any:
+    """The generators a call draws with: clip k's own (seeded seed + k, clip 0's being `generator`) as a list, so the
+    starting noise and every ancestral step's noise of clip k are those of a call with seed + k alone (diffusers'
+    `randn_tensor` draws row k from entry k of a list); a caller's generator (seeds -1) as it is, drawing the whole
+    batch at once as diffusers does."""
+    import torch
+
+    if seeds[0] == -1:
+        return generator
+    return [generator] + [torch.Generator("cpu").manual_seed(seed) for seed in seeds[1:]]
 
 
 def pipeline_class_of(folder) -> AudioModelFamily:
@@ -201,6 +215,8 @@ class TextToAudio:
         import numpy as np
         import torch
 
+        from pipelines.samplers.noise import seed_brownian_noise
+
         # 1. Check inputs, before any work
         check_audio_settings(prompt=prompt, negative_prompt=negative_prompt, audio_length_in_s=audio_length_in_s,
                              steps=steps, cfg_scale=cfg_scale, seed=seed, batch_size=batch_size,
@@ -222,14 +238,19 @@ class TextToAudio:
             conditioning = self.family.encode(pipe, AudioPrompt(prompt, negative_prompt, batch_size, guided,
                                                                 transcription), device)
             dtype = pipe.unet.dtype
-            # 5. Timesteps of a fresh scheduler (the shared pipeline's is left alone)
+            # 5. Timesteps of a fresh scheduler (the shared pipeline's is left alone); a Brownian-tree SDE scheduler
+            # (DPM++ SDE, which ignores generators and would seed itself from torch's global RNG) gets one tree per
+            # clip, seeded with the clip's seed (a caller's generator: its initial seed + k)
             scheduler = type(pipe.scheduler).from_config(pipe.scheduler.config)
             scheduler.set_timesteps(steps, device=device)
+            first = seed if seed != -1 else generator.initial_seed()
+            seed_brownian_noise(scheduler, [first + index for index in range(batch_size)])
             # 6. Starting noise, drawn as diffusers' prepare_latents draws it (mel frames x mel bins, in latents)
-            latents = self._initial_latents(scheduler, height, dtype, generator, seeds, device)
-            # 7. Denoise
+            generators = clip_generators(generator, seeds)
+            latents = self._initial_latents(scheduler, height, dtype, generators, len(seeds), device)
+            # 7. Denoise; an ancestral scheduler's step noise for clip k comes from clip k's generator
             latents, stopped = self._denoise(scheduler, latents, conditioning, cfg_scale, guided, steps,
-                                             pipe.prepare_extra_step_kwargs(generator, 0.0), callback, control)
+                                             pipe.prepare_extra_step_kwargs(generators, 0.0), callback, control)
             # 8. Mel spectrogram -> waveform, cut to the length asked for (diffusers' decoding, term for term)
             mel = pipe.vae.decode(1 / pipe.vae.config.scaling_factor * latents).sample
             waveforms = pipe.mel_spectrogram_to_waveform(mel)
@@ -237,21 +258,14 @@ class TextToAudio:
         clips = [waveform[:samples].numpy().astype(np.float32) for waveform in waveforms]
         return AudioResult(waveforms=clips, sample_rate=self.sample_rate, seeds=seeds, interrupted=stopped)
 
-    def _initial_latents(self, scheduler, height, dtype, generator, seeds, device):
-        """(clips, channels, rows, bins) noise: clip k's from seed + k; a caller's generator draws all in one call,
-        as diffusers' prepare_latents does."""
-        import torch
+    def _initial_latents(self, scheduler, height, dtype, generators, count, device):
+        """(clips, channels, rows, bins) noise, each clip's row from its own generator (or all from a caller's
+        generator in one call), as diffusers' prepare_latents draws it."""
         from diffusers.utils.torch_utils import randn_tensor
 
         pipe, scale = self.pipeline, int(self.pipeline.vae_scale_factor)
-        shape = (1, pipe.unet.config.in_channels, height // scale, int(pipe.vocoder.config.model_in_dim) // scale)
-        if seeds[0] == -1:
-            noise = randn_tensor((len(seeds), *shape[1:]), generator=generator, device=device, dtype=dtype)
-        else:
-            generators = [generator] + [torch.Generator("cpu").manual_seed(seed) for seed in seeds[1:]]
-            noise = torch.cat([randn_tensor(shape, generator=clip, device=device, dtype=dtype)
-                               for clip in generators])
-        return noise * scheduler.init_noise_sigma
+        shape = (count, pipe.unet.config.in_channels, height // scale, int(pipe.vocoder.config.model_in_dim) // scale)
+        return randn_tensor(shape, generator=generators, device=device, dtype=dtype) * scheduler.init_noise_sigma
 
     def _denoise(self, scheduler, latents, conditioning, cfg_scale, guided, steps, step_kwargs, callback, control):
         """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate)."""
