@@ -249,7 +249,6 @@ def test_the_appflow_tabs_run_button_lists_every_clip_of_a_batch(server, tmp_pat
     from types import SimpleNamespace
 
     from mixkit.io.audio import read_wav
-    from pipelines.text_to_audio import TextToAudio
     from webui.ui.appflow_tab import run_app
     from webui.ui.appflow_task import clip_player
 
@@ -264,8 +263,8 @@ def test_the_appflow_tabs_run_button_lists_every_clip_of_a_batch(server, tmp_pat
     assert [label for label, _ in clips["choices"]] == ["Clip 1: audio.wav", "Clip 2: audios-01.wav",
                                                         "Clip 3: audios-02.wav"]
     assert clips["visible"] is True and clips["value"] == audio == paths[0]
-    expected = TextToAudio.from_pretrained(str(server.state.config.appflow_models[APP]["audio_generator"]))(
-        "a cello", seed=7, batch_size=3).waveforms
-    for path, waveform in zip(paths, expected):
-        samples, _ = read_wav(clip_player(tmp_path / "cache")(path))
-        assert np.array_equal(samples, pcm16(waveform).astype(np.float32) / 32768.0)
+    # each its own .wav the picker plays (the samples each file holds: test_the_appflow_tab_writes_each_clip_...)
+    assert len(set(paths)) == 3
+    for path in paths:
+        samples, rate = read_wav(clip_player(tmp_path / "cache")(path))
+        assert rate == 16000 and samples.shape == (64,)
