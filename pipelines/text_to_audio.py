@@ -243,8 +243,8 @@ class TextToAudio:
             # clip, seeded with the clip's seed (a caller's generator: its initial seed + k)
             scheduler = type(pipe.scheduler).from_config(pipe.scheduler.config)
             scheduler.set_timesteps(steps, device=device)
-            first = seed if seed != -1 else generator.initial_seed()
-            seed_brownian_noise(scheduler, [first + index for index in range(batch_size)])
+            seed_brownian_noise(scheduler, seeds if seed != -1
+                                else [generator.initial_seed() + index for index in range(batch_size)])
             # 6. Starting noise, drawn as diffusers' prepare_latents draws it (mel frames x mel bins, in latents)
             generators = clip_generators(generator, seeds)
             latents = self._initial_latents(scheduler, height, dtype, generators, len(seeds), device)
