@@ -268,3 +268,33 @@ def test_the_appflow_tabs_run_button_lists_every_clip_of_a_batch(server, tmp_pat
     for path in paths:
         samples, rate = read_wav(clip_player(tmp_path / "cache")(path))
         assert rate == 16000 and samples.shape == (64,)
+
+
+def test_a_transcription_the_servers_model_cannot_read_is_a_422_before_anything_is_queued(client, server,
+                                                                                         monkeypatch):
+    def never_queued(*args, **kwargs):
+        raise AssertionError("queued before the transcription was checked against the model")
+
+    monkeypatch.setattr(server.state, "submit_app", never_queued)
+    response = client.post(f"/appflow/{APP}", json={"inputs": {"prompt": "a bell"},
+                                                    "options": {**OPTIONS, "transcription": "hello"}})
+    assert response.status_code == 422, response.text
+    assert ("step 'generate': transcription is read only by AudioLDM 2 text-to-speech checkpoints"
+            in response.json()["detail"]) and "this AudioLDM model" in response.json()["detail"]
+
+
+def test_the_appflow_tab_refuses_a_transcription_the_model_cannot_read_before_queueing(server, tmp_path,
+                                                                                     monkeypatch):
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from webui.ui.appflow_tab import run_app
+
+    state = server.state
+    monkeypatch.setattr(state, "submit_app", lambda *args, **kwargs: pytest.fail("queued"))
+    request = SimpleNamespace(session_hash="tab", request=SimpleNamespace(scope={}))
+    run = run_app(state, APP, state.describe_app(APP)["inputs"], ["prompt"], ["a cello"], "task(music-run-0003)",
+                  request, tmp_path / "cache", ["transcription"], ["hello"])
+    with pytest.raises(gr.Error, match=f"{APP} failed: .*transcription is read only by .*this AudioLDM model"):
+        next(run)

@@ -67,9 +67,11 @@ def run_app(state: ServerState, name: str, ports: dict, widget_names: list[str],
     if missing:
         raise refused(f"Fill in the required input(s): {', '.join(missing)}.")
     try:
-        options = options_from_values(state.describe_app(name), list(option_names), list(option_values))
+        description = state.describe_app(name)
+        options = options_from_values(description, list(option_names), list(option_values))
         check_app_options(options, state.limits, state.lora_names())
-        check_app_option_values(name, options)
+        # also against the server's models (their configs): a transcription the audio model cannot read
+        check_app_option_values(name, options, {role: m["source"] for role, m in description["models"].items()})
         task_id = checked_task_id(state, task_id)
         job = state.submit_app(name, inputs, options or None, session=getattr(request, "session_hash", None),
                                keep_on_disconnect=True)
