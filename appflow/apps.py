@@ -233,11 +233,12 @@ def describe_app(name: str) -> dict[str, Any]:
     }
 
 
-def check_app_option_values(name: str, options: dict[str, Any]) -> None:
+def check_app_option_values(name: str, options: dict[str, Any], models: dict[str, Any] | None = None) -> None:
     """Check per-call `options` for app `name` as a run would, before anything is queued: an options dict
     (`generate_kwargs`) spread and other spellings renamed as the run does, each option goes to every step that
-    declares it, and each step's task checks its settings with them; ValueError/TypeError naming the app, the step
-    and the value."""
+    declares it, and each step's task checks its settings with them (and, given `models` (role -> source), against
+    the models the run will use, from their configs: `Task.check_options_for_models`); ValueError/TypeError naming
+    the app, the step and the value."""
     from appflow.task import rename_aliases, spread_options_dicts
 
     plan = validate_chain(APPS.get(name))
@@ -254,6 +255,9 @@ def check_app_option_values(name: str, options: dict[str, Any]) -> None:
         settings.update({key: value for key, value in options.items() if key in task_class.options})
         try:
             task_class.check_options(settings)
+            if models is not None and set(task_class.models) <= set(models):
+                task_class.check_options_for_models(settings, {role: models[role] for role in task_class.models},
+                                                    at_call=True)
         except (TypeError, ValueError) as error:
             try:  # the same exception type, naming the step, as the flow's own check (`Appflow._named`) does
                 named = type(error)(f"App {plan.chain.name!r}, step {step.id!r}: {error}")

@@ -168,8 +168,10 @@ class Appflow:
                 self.tasks[step_id].settings[name] = value[0]
         for step_id, task in self.tasks.items():
             self._check_options(step_id, task.settings)
-        # 4. Models: each source checked against its role (configs only, no weights)
+        # 4. Models: each source checked against its role, and the options against the models (configs only)
         self.models = self._assign_models(models)
+        for step_id, task in self.tasks.items():
+            self._check_options_for_models(step_id, task.settings, at_call=False)
 
     # -- construction ------------------------------------------------------------------------
     def option_names(self) -> list[str]:
@@ -187,6 +189,11 @@ class Appflow:
 
     def _check_options(self, step_id: str, options: dict[str, Any]) -> None:
         self._named(step_id, self.tasks[step_id].check_options, options)
+
+    def _check_options_for_models(self, step_id: str, options: dict[str, Any], *, at_call: bool) -> None:
+        task = self.tasks[step_id]
+        models = {role: self.models[role] for role in task.models}
+        self._named(step_id, lambda values: task.check_options_for_models(values, models, at_call=at_call), options)
 
     def _named(self, step_id: str, check: Any, values: dict[str, Any]) -> None:
         """Run a task's `check_options` / `check_inputs`; its error names the app and the step."""
@@ -277,6 +284,7 @@ class Appflow:
                     for step_id, task in self.tasks.items()}
         for step_id in self.tasks:
             self._check_options(step_id, per_task[step_id])
+            self._check_options_for_models(step_id, per_task[step_id], at_call=True)
         for name, port in self.plan.app_inputs.items():
             readers = self.plan.consumers[name]
             where = f"App {self.name!r}: input {name!r} (read by step {', '.join(repr(r) for r in readers)})"

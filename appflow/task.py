@@ -83,6 +83,14 @@ class Task:
         Called before any step runs with the app inputs bound to this task (so before any model loads), and
         by `run` for all of them; `inputs` holds only the keys whose values are known."""
 
+    @classmethod
+    def check_options_for_models(cls, options: dict[str, Any], models: dict[str, Any], *, at_call: bool) -> None:
+        """Raise ValueError for option values this step's models cannot take (a transcription for an audio model that
+        reads none), told from `models` (role -> the source given: hub id or folder, whose config may be read, or
+        the loaded object passed in) without loading any. Called when the flow is built (`at_call` False: a value
+        still missing may come with the call) and per call before any step runs (`at_call` True), after
+        `check_options`. Pass when a source cannot tell (a hub id not cached): `run` refuses it then."""
+
     def run(self, models: ModelAccess, options: dict[str, Any], **inputs: Any) -> dict[str, Any]:
         """Compute the outputs from the inputs; `options` is `settings` with per-call overrides."""
         raise NotImplementedError

@@ -42,6 +42,8 @@ class AudioModelFamily:
     extra_folders: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     # whether a loaded pipeline is a text-to-speech checkpoint that reads `transcription`
     reads_transcription: Callable[[Any], bool] = lambda pipeline: False
+    # the same, told from the model's model_index.json (a dict) before anything loads
+    index_reads_transcription: Callable[[dict], bool] = lambda index: False
 
     def load_class(self):
         """The diffusers pipeline class (imported when a model loads, not when the registry is read)."""
@@ -107,6 +109,24 @@ def _is_text_to_speech(pipe) -> bool:
     return getattr(getattr(pipe.text_encoder_2, "config", None), "model_type", None) == "vits"
 
 
+def _index_names_text_to_speech(index: dict) -> bool:
+    """A model_index.json's `text_encoder_2` entry (`["transformers", "VitsModel"]`) names a VITS encoder."""
+    entry = index.get("text_encoder_2")
+    return isinstance(entry, (list, tuple)) and len(entry) == 2 and entry[1] == "VitsModel"
+
+
+def check_transcription_fits(transcription: str, reads_transcription: bool, label: str) -> None:
+    """Refuse a transcription for a model that reads none (`label` names it, "AudioLDM 2"), and a missing one for a
+    text-to-speech checkpoint; the one message both `TextToAudio` and AppFlow's build-time check give."""
+    if transcription and not reads_transcription:
+        raise ValueError(f"transcription is read only by AudioLDM 2 text-to-speech checkpoints (a VITS "
+                         f"text_encoder_2, e.g. anhnct/audioldm2_gigaspeech); this {label} model makes sound from "
+                         f"the prompt alone. Leave transcription empty, or load a text-to-speech checkpoint.")
+    if reads_transcription and not transcription:
+        raise ValueError("This AudioLDM 2 checkpoint is text-to-speech: pass transcription= (the words to speak); "
+                         "the prompt describes the voice and the room.")
+
+
 def _encode_audioldm2(pipe, request: AudioPrompt, device) -> dict[str, Any]:
     # diffusers' own encoding: CLAP + T5 (or VITS over the transcription) -> projection -> GPT-2 generation
     states, mask, generated = pipe.encode_prompt(
@@ -130,4 +150,4 @@ register_audio_model_family(AudioModelFamily(
 register_audio_model_family(AudioModelFamily(
     "AudioLDM2Pipeline", "AudioLDM 2", 200, 3.5, _encode_audioldm2,
     {"vocoder": _TRANSFORMERS_WEIGHTS, "feature_extractor": None, "projection_model": _DIFFUSERS_WEIGHTS,
-     "language_model": _TRANSFORMERS_WEIGHTS}, _is_text_to_speech))
+     "language_model": _TRANSFORMERS_WEIGHTS}, _is_text_to_speech, _index_names_text_to_speech))

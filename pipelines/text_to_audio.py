@@ -8,7 +8,9 @@ is drawn from seed + k (as A1111's batch images), a step callback with `StepProg
 conditioning), so a waveform equals diffusers' for the same generator, except that a clip always has
 int(seconds x rate) samples: diffusers gives a few ms less for lengths that fall inside a latent row
 (`TextToAudio.mel_frames`). diffusers re-orders a batch by CLAP score when librosa is installed; here clip k stays
-the clip of seed + k, so any clip can be made again alone.
+the clip of seed + k, so any clip can be made again alone, also with a random-noise scheduler (Euler a, DDPM, DPM++
+SDE ...): clip k's step noise comes from its own generator or Brownian tree, as mixkit's image pipelines do per image,
+where diffusers draws the whole batch's from one generator.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pipelines.audio_models import AudioModelFamily, AudioPrompt, family_named, family_of
+from pipelines.audio_models import (AudioModelFamily, AudioPrompt, check_transcription_fits, family_named,
+                                    family_of)
 from pipelines.control import GenerationControl, StepProgress
 from pipelines.diffusers_loop import (LoopProgress, check_cfg_scale, check_generator, check_int, check_prompts,
                                       guided_prediction, seeded_generator)
@@ -92,6 +95,18 @@ def select_text_to_audio_files(repo: str, filenames: list[str], read_json: Calla
     extra = [name for folder, stems in family.extra_folders.items()
              for name in folder_files(repo, filenames, folder, stems, None, None)]
     return sorted({*chosen, *extra})
+
+
+def clip_generators(generator: Any, seeds: list[int]) -> Any:
+    """The generators a call draws with: clip k's own (seeded seed + k, clip 0's being `generator`) as a list, so the
+    starting noise and every ancestral step's noise of clip k are those of a call with seed + k alone (diffusers'
+    `randn_tensor` draws row k from entry k of a list); a caller's generator (seeds -1) as it is, drawing the whole
+    batch at once as diffusers does."""
+    import torch
+
+    if seeds[0] == -1:
+        return generator
+    return [generator] + [torch.Generator("cpu").manual_seed(seed) for seed in seeds[1:]]
 
 
 def pipeline_class_of(folder) -> AudioModelFamily:
@@ -188,14 +203,7 @@ class TextToAudio:
         if audio_length_in_s is not None and audio_length_in_s < self.shortest_clip:
             raise ValueError(f"audio_length_in_s must be at least {self.shortest_clip:g} s for this model (one latent "
                              f"row of its mel spectrogram), got {audio_length_in_s!r}.")
-        if transcription and not self.reads_transcription:
-            raise ValueError(f"transcription is read only by AudioLDM 2 text-to-speech checkpoints (a VITS "
-                             f"text_encoder_2, e.g. anhnct/audioldm2_gigaspeech); this {self.family.label} model "
-                             f"makes sound from the prompt alone. Leave transcription empty, or load a "
-                             f"text-to-speech checkpoint.")
-        if self.reads_transcription and not transcription:
-            raise ValueError("This AudioLDM 2 checkpoint is text-to-speech: pass transcription= (the words to speak); "
-                             "the prompt describes the voice and the room.")
+        check_transcription_fits(transcription, self.reads_transcription, self.family.label)
 
     def __call__(self, prompt: str, *, negative_prompt: str = "", audio_length_in_s: float | None = None,
                  steps: int | None = DEFAULT_STEPS, cfg_scale: float | None = DEFAULT_CFG, seed: int = -1,
@@ -206,6 +214,8 @@ class TextToAudio:
         is drawn from seed + k. steps / cfg_scale None: the model family's defaults (diffusers')."""
         import numpy as np
         import torch
+
+        from pipelines.samplers.noise import seed_brownian_noise
 
         # 1. Check inputs, before any work
         check_audio_settings(prompt=prompt, negative_prompt=negative_prompt, audio_length_in_s=audio_length_in_s,
@@ -228,14 +238,19 @@ class TextToAudio:
             conditioning = self.family.encode(pipe, AudioPrompt(prompt, negative_prompt, batch_size, guided,
                                                                 transcription), device)
             dtype = pipe.unet.dtype
-            # 5. Timesteps of a fresh scheduler (the shared pipeline's is left alone)
+            # 5. Timesteps of a fresh scheduler (the shared pipeline's is left alone); a Brownian-tree SDE scheduler
+            # (DPM++ SDE, which ignores generators and would seed itself from torch's global RNG) gets one tree per
+            # clip, seeded with the clip's seed (a caller's generator: its initial seed + k)
             scheduler = type(pipe.scheduler).from_config(pipe.scheduler.config)
             scheduler.set_timesteps(steps, device=device)
+            seed_brownian_noise(scheduler, seeds if seed != -1
+                                else [generator.initial_seed() + index for index in range(batch_size)])
             # 6. Starting noise, drawn as diffusers' prepare_latents draws it (mel frames x mel bins, in latents)
-            latents = self._initial_latents(scheduler, height, dtype, generator, seeds, device)
-            # 7. Denoise
+            generators = clip_generators(generator, seeds)
+            latents = self._initial_latents(scheduler, height, dtype, generators, len(seeds), device)
+            # 7. Denoise; an ancestral scheduler's step noise for clip k comes from clip k's generator
             latents, stopped = self._denoise(scheduler, latents, conditioning, cfg_scale, guided, steps,
-                                             pipe.prepare_extra_step_kwargs(generator, 0.0), callback, control)
+                                             pipe.prepare_extra_step_kwargs(generators, 0.0), callback, control)
             # 8. Mel spectrogram -> waveform, cut to the length asked for (diffusers' decoding, term for term)
             mel = pipe.vae.decode(1 / pipe.vae.config.scaling_factor * latents).sample
             waveforms = pipe.mel_spectrogram_to_waveform(mel)
@@ -243,21 +258,14 @@ class TextToAudio:
         clips = [waveform[:samples].numpy().astype(np.float32) for waveform in waveforms]
         return AudioResult(waveforms=clips, sample_rate=self.sample_rate, seeds=seeds, interrupted=stopped)
 
-    def _initial_latents(self, scheduler, height, dtype, generator, seeds, device):
-        """(clips, channels, rows, bins) noise: clip k's from seed + k; a caller's generator draws all in one call,
-        as diffusers' prepare_latents does."""
-        import torch
+    def _initial_latents(self, scheduler, height, dtype, generators, count, device):
+        """(clips, channels, rows, bins) noise, each clip's row from its own generator (or all from a caller's
+        generator in one call), as diffusers' prepare_latents draws it."""
         from diffusers.utils.torch_utils import randn_tensor
 
         pipe, scale = self.pipeline, int(self.pipeline.vae_scale_factor)
-        shape = (1, pipe.unet.config.in_channels, height // scale, int(pipe.vocoder.config.model_in_dim) // scale)
-        if seeds[0] == -1:
-            noise = randn_tensor((len(seeds), *shape[1:]), generator=generator, device=device, dtype=dtype)
-        else:
-            generators = [generator] + [torch.Generator("cpu").manual_seed(seed) for seed in seeds[1:]]
-            noise = torch.cat([randn_tensor(shape, generator=clip, device=device, dtype=dtype)
-                               for clip in generators])
-        return noise * scheduler.init_noise_sigma
+        shape = (count, pipe.unet.config.in_channels, height // scale, int(pipe.vocoder.config.model_in_dim) // scale)
+        return randn_tensor(shape, generator=generators, device=device, dtype=dtype) * scheduler.init_noise_sigma
 
     def _denoise(self, scheduler, latents, conditioning, cfg_scale, guided, steps, step_kwargs, callback, control):
         """The sampling loop: (final latents, whether Interrupt stopped it: then the latest denoised estimate)."""

@@ -290,7 +290,8 @@ def build_api(state: ServerState) -> APIRouter:
                                              max_bytes=request_limits.max_image_bytes, max_chars=limits.max_prompt_chars,
                                              max_items=limits.max_batch_size)
             options = check_app_options(body.options, limits, state.lora_names())
-            check_app_option_values(app, options)  # the app's own checks: a bad value is a 422, not a failed job
+            # the app's own checks, also against this server's models: a bad value is a 422, not a failed job
+            check_app_option_values(app, options, {role: m["source"] for role, m in description["models"].items()})
             job = state.submit_app(app, inputs, options, owner=request.scope.get(AUTH_USER_KEY))
         except QueueFullError as error:
             raise queue_full(error) from None

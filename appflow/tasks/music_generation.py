@@ -11,10 +11,11 @@ no third model and runs offline.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from appflow.audio import Audio
-from appflow.model_kinds import ModelKind, register_model_kind
+from appflow.model_kinds import ModelKind, local_config, register_model_kind
 from appflow.option_specs import OptionSpec
 from appflow.progress import pipeline_hooks
 from appflow.task import Port, Task, register_task
@@ -50,6 +51,25 @@ def _is_text_to_audio(obj: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+def transcription_reader(model: Any) -> tuple[bool, str] | None:
+    """(whether the model reads a transcription, its family's label), without loading it: from a folder's or cached
+    hub id's model_index.json (AudioLDM 2 with a VitsModel `text_encoder_2` is text-to-speech), or from a loaded
+    pipeline's components; None when that cannot be told yet (a hub id not downloaded: the call tells)."""
+    from pipelines.audio_models import family_named, family_of
+    from pipelines.text_to_audio import TextToAudio
+
+    if isinstance(model, TextToAudio):
+        return model.reads_transcription, model.family.label
+    if not isinstance(model, (str, os.PathLike)):  # a diffusers pipeline (`check_fit` accepted its class)
+        family = family_of(model)
+        return family.reads_transcription(model), family.label
+    found = local_config(str(model))
+    if found is None or found[0] != "model_index.json":
+        return None
+    family = family_named(found[1].get("_class_name"), f"The model {str(model)!r}")
+    return family.index_reads_transcription(found[1]), family.label
 
 
 register_model_kind(ModelKind(
@@ -104,6 +124,15 @@ class TextToAudioTask(Task):
         from pipelines.text_to_audio import check_audio_settings
 
         check_audio_settings(**options)
+
+    @classmethod
+    def check_options_for_models(cls, options: dict[str, Any], models: dict[str, Any], *, at_call: bool) -> None:
+        from pipelines.audio_models import check_transcription_fits
+
+        told = transcription_reader(models["audio_generator"])
+        # a text-to-speech model's flow may be built without its transcription (the web UI passes it per call)
+        if told is not None and (at_call or options["transcription"]):
+            check_transcription_fits(options["transcription"], *told)
 
     def run(self, models, options, *, prompt: str) -> dict[str, Any]:
         from pipelines.text_to_audio import TextToAudio

@@ -31,6 +31,15 @@ def diffusers_keeps_batch_order(monkeypatch):
     monkeypatch.setattr(audioldm2_module, "is_librosa_available", lambda: False)
 
 
+def assert_same_waveforms(actual, expected):
+    """Equal up to float32 noise relative to the clips' scale: the tiny vocoders' samples are ~1e-6, so an absolute
+    tolerance like 1e-7 would let clips a tenth apart pass."""
+    expected = np.asarray(expected)
+    scale = float(np.abs(expected).max())
+    assert scale > 0
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-4 * scale)
+
+
 def _diffusers(folder, class_name):
     import diffusers
 
@@ -54,7 +63,7 @@ def test_audioldm2_equals_diffusers_for_the_same_seed(audioldm2, tiny_audioldm2_
     result = audioldm2("a hammer on wood", negative_prompt="noise", audio_length_in_s=0.02, steps=3, cfg_scale=3.5,
                        seed=7)
     assert result.seeds == [7] and result.sample_rate == 16000 and result.waveform.shape == expected.shape == (320,)
-    np.testing.assert_allclose(result.waveform, expected, rtol=0, atol=1e-7)
+    assert_same_waveforms(result.waveform, expected)
 
 
 def test_audioldm2_batch_equals_diffusers_num_waveforms_per_prompt(audioldm2, tiny_audioldm2_dir,
@@ -64,7 +73,7 @@ def test_audioldm2_batch_equals_diffusers_num_waveforms_per_prompt(audioldm2, ti
                     generator=torch.Generator().manual_seed(5)).audios
     result = audioldm2("a hammer on wood", batch_size=3, generator=torch.Generator().manual_seed(5), **SMALL)
     assert result.seeds == [-1, -1, -1] and len(result.waveforms) == 3
-    np.testing.assert_allclose(np.stack(result.waveforms), expected, rtol=0, atol=1e-7)
+    assert_same_waveforms(np.stack(result.waveforms), expected)
 
 
 def test_musicldm_equals_diffusers_given_clap_embeddings(musicldm, tiny_musicldm_dir):
@@ -84,7 +93,7 @@ def test_musicldm_equals_diffusers_given_clap_embeddings(musicldm, tiny_musicldm
                     generator=torch.Generator().manual_seed(3)).audios
     result = musicldm("a techno beat", negative_prompt="noise", audio_length_in_s=0.02, steps=3, cfg_scale=2.0,
                       batch_size=2, generator=torch.Generator().manual_seed(3))
-    np.testing.assert_allclose(np.stack(result.waveforms), expected, rtol=0, atol=1e-7)
+    assert_same_waveforms(np.stack(result.waveforms), expected)
 
 
 @pytest.mark.parametrize("model_name", ["audioldm2", "musicldm"])
@@ -93,8 +102,8 @@ def test_clip_k_of_a_batch_is_the_clip_of_seed_plus_k(model_name, request):
     batch = model("rain", batch_size=3, seed=40, **SMALL)
     assert batch.seeds == [40, 41, 42] and batch.seed == 40
     for clip, seed in zip(batch.waveforms, batch.seeds):
-        np.testing.assert_allclose(clip, model("rain", seed=seed, **SMALL).waveform, rtol=0, atol=1e-6)
-    assert not np.allclose(batch.waveforms[0], batch.waveforms[1])
+        assert_same_waveforms(clip, model("rain", seed=seed, **SMALL).waveform)
+    assert np.abs(batch.waveforms[0] - batch.waveforms[1]).max() > 0.01 * np.abs(batch.waveforms[1]).max()
 
 
 @pytest.mark.parametrize("model_name, steps, cfg_scale", [("audioldm2", 200, 3.5), ("musicldm", 200, 2.0)])
@@ -128,9 +137,9 @@ def test_a_text_to_speech_checkpoint_speaks_the_transcription_as_diffusers(tiny_
     expected = pipe("a calm male voice", transcription="hello there", audio_length_in_s=0.02, num_inference_steps=2,
                     generator=torch.Generator().manual_seed(4)).audios[0]
     result = model("a calm male voice", transcription="hello there", seed=4, **SMALL)
-    np.testing.assert_allclose(result.waveform, expected, rtol=0, atol=1e-7)
+    assert_same_waveforms(result.waveform, expected)
     other = model("a calm male voice", transcription="goodbye", seed=4, **SMALL)
-    assert not np.allclose(other.waveform, result.waveform)
+    assert np.abs(other.waveform - result.waveform).max() > 0.01 * np.abs(result.waveform).max()
     with pytest.raises(ValueError, match=r"This AudioLDM 2 checkpoint is text-to-speech: pass transcription="):
         model("a calm male voice", seed=4, **SMALL)
 

@@ -165,9 +165,47 @@ def test_the_appflow_tab_plays_the_clip_and_reports_it():
     done = SimpleNamespace(is_set=lambda: True)
     task = SimpleNamespace(done=done, cancelled=False, failure=None, task_id="task(music)", seconds=2.0,
                            result=AppflowResult(APP, [], {"seed": 3}, 0, ("/tmp/x/audio.wav",)))
-    (progress, gallery, audio, outputs, _), = list(follow_appflow(None, task))
+    (progress, gallery, audio, clips, outputs, _), = list(follow_appflow(None, task))
     assert f"Done: {APP}, 0 image(s) and 1 audio clip(s) in 2.0s" in progress
     assert gallery == [] and audio == "/tmp/x/audio.wav" and outputs == {"seed": 3}
+    # one clip: nothing to pick from, the picker stays hidden
+    assert clips["choices"] == [("Clip 1: audio.wav", "/tmp/x/audio.wav")] and clips["visible"] is False
+
+
+def test_the_appflow_tab_lists_every_clip_of_a_batch_to_play():
+    from types import SimpleNamespace
+
+    from webui.ui.appflow_task import AppflowResult, follow_appflow
+
+    paths = ("/tmp/x/audio.wav", "/tmp/x/audios-01.wav", "/tmp/x/audios-02.wav")
+    done = SimpleNamespace(is_set=lambda: True)
+    task = SimpleNamespace(done=done, cancelled=False, failure=None, task_id="task(music)", seconds=2.0,
+                           result=AppflowResult(APP, [], {"seeds": [3, 4, 5]}, 0, paths))
+    (progress, _, audio, clips, _, _), = list(follow_appflow(None, task))
+    assert f"Done: {APP}, 0 image(s) and 3 audio clip(s) in 2.0s" in progress and audio == paths[0]
+    assert clips["choices"] == [("Clip 1: audio.wav", paths[0]), ("Clip 2: audios-01.wav", paths[1]),
+                                ("Clip 3: audios-02.wav", paths[2])]
+    assert clips["value"] == paths[0] and clips["visible"] is True
+
+
+def test_the_clip_picker_plays_only_a_wav_a_run_wrote_under_the_tabs_cache(tmp_path):
+    import gradio as gr
+
+    from webui.ui.appflow_task import appflow_finish, clip_player
+
+    clips = [clip(), clip(80)]
+    outputs = {"audio": clips[0], "audios": clips, "seeds": [3, 4]}
+    result = appflow_finish(APP, tmp_path / "cache")(outputs)
+    play = clip_player(tmp_path / "cache")
+    assert play(result.audio_paths[1]) == result.audio_paths[1]
+    outside = tmp_path / "elsewhere.wav"
+    outside.write_bytes(open(result.audio_paths[1], "rb").read())
+    not_a_clip = tmp_path / "cache" / "notes.txt"
+    not_a_clip.write_text("secret")
+    sneaky = str(tmp_path / "cache" / ".." / "elsewhere.wav")
+    for path in (str(outside), str(not_a_clip), sneaky, str(tmp_path / "cache" / "missing.wav")):
+        with pytest.raises(gr.Error, match="is not a clip of an AppFlow run"):
+            play(path)
 
 
 def test_the_appflow_tab_has_an_audio_player_among_its_outputs():
@@ -178,8 +216,9 @@ def test_the_appflow_tab_has_an_audio_player_among_its_outputs():
     with gr.Blocks():
         tab = build_appflow_tab(SimpleState())
     assert [getattr(component, "elem_id", None) for component in tab.outputs] == [
-        "appflow_progress", "appflow_images", "appflow_audio", "appflow_outputs", "appflow_task_id"]
-    assert isinstance(tab.outputs[2], gr.Audio)
+        "appflow_progress", "appflow_images", "appflow_audio", "appflow_audio_clips", "appflow_outputs",
+        "appflow_task_id"]
+    assert isinstance(tab.outputs[2], gr.Audio) and isinstance(tab.outputs[3], gr.Radio)
 
 
 class SimpleState:
@@ -197,9 +236,65 @@ def test_the_appflow_tabs_run_button_plays_the_music_apps_clip(server, tmp_path)
     ports = state.describe_app(APP)["inputs"]
     request = SimpleNamespace(session_hash="tab", request=SimpleNamespace(scope={}))
     run = run_app(state, APP, ports, ["prompt"], ["a cello"], "task(music-run-0001)", request, tmp_path / "cache")
-    *_, (progress, gallery, audio, outputs, task_box) = run
+    *_, (progress, gallery, audio, clips, outputs, task_box) = run
     assert f"Done: {APP}, 0 image(s) and 1 audio clip(s) in" in progress and task_box == ENDED + "task(music-run-0001)"
     assert gallery == [] and audio.endswith("audio.wav") and set(outputs) == {"audio", "seed", "audios", "seeds"}
     assert outputs["audios"] == [outputs["audio"]] and outputs["seeds"] == [outputs["seed"]]  # a batch of one
     samples, rate = read_wav(audio)  # the app's defaults: the tiny model's native length (64 samples), 10 steps
     assert rate == 16000 and samples.shape == (64,) and outputs["audio"]["duration"] == 64 / 16000
+    assert clips["choices"] == [("Clip 1: audio.wav", audio)] and clips["visible"] is False
+
+
+def test_the_appflow_tabs_run_button_lists_every_clip_of_a_batch(server, tmp_path):
+    from types import SimpleNamespace
+
+    from mixkit.io.audio import read_wav
+    from webui.ui.appflow_tab import run_app
+    from webui.ui.appflow_task import clip_player
+
+    state = server.state
+    ports = state.describe_app(APP)["inputs"]
+    request = SimpleNamespace(session_hash="tab", request=SimpleNamespace(scope={}))
+    run = run_app(state, APP, ports, ["prompt"], ["a cello"], "task(music-run-0002)", request, tmp_path / "cache",
+                  ["seed", "batch_size"], [7, 3])
+    *_, (progress, _, audio, clips, outputs, _) = run
+    assert f"Done: {APP}, 0 image(s) and 3 audio clip(s) in" in progress and outputs["seeds"] == [7, 8, 9]
+    paths = [path for _, path in clips["choices"]]
+    assert [label for label, _ in clips["choices"]] == ["Clip 1: audio.wav", "Clip 2: audios-01.wav",
+                                                        "Clip 3: audios-02.wav"]
+    assert clips["visible"] is True and clips["value"] == audio == paths[0]
+    # each its own .wav the picker plays (the samples each file holds: test_the_appflow_tab_writes_each_clip_...)
+    assert len(set(paths)) == 3
+    for path in paths:
+        samples, rate = read_wav(clip_player(tmp_path / "cache")(path))
+        assert rate == 16000 and samples.shape == (64,)
+
+
+def test_a_transcription_the_servers_model_cannot_read_is_a_422_before_anything_is_queued(client, server,
+                                                                                         monkeypatch):
+    def never_queued(*args, **kwargs):
+        raise AssertionError("queued before the transcription was checked against the model")
+
+    monkeypatch.setattr(server.state, "submit_app", never_queued)
+    response = client.post(f"/appflow/{APP}", json={"inputs": {"prompt": "a bell"},
+                                                    "options": {**OPTIONS, "transcription": "hello"}})
+    assert response.status_code == 422, response.text
+    assert ("step 'generate': transcription is read only by AudioLDM 2 text-to-speech checkpoints"
+            in response.json()["detail"]) and "this AudioLDM model" in response.json()["detail"]
+
+
+def test_the_appflow_tab_refuses_a_transcription_the_model_cannot_read_before_queueing(server, tmp_path,
+                                                                                     monkeypatch):
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from webui.ui.appflow_tab import run_app
+
+    state = server.state
+    monkeypatch.setattr(state, "submit_app", lambda *args, **kwargs: pytest.fail("queued"))
+    request = SimpleNamespace(session_hash="tab", request=SimpleNamespace(scope={}))
+    run = run_app(state, APP, state.describe_app(APP)["inputs"], ["prompt"], ["a cello"], "task(music-run-0003)",
+                  request, tmp_path / "cache", ["transcription"], ["hello"])
+    with pytest.raises(gr.Error, match=f"{APP} failed: .*transcription is read only by .*this AudioLDM model"):
+        next(run)

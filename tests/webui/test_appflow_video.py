@@ -123,5 +123,6 @@ def test_the_appflow_tab_reports_images_and_videos_apart():
     done = SimpleNamespace(is_set=lambda: True)
     task = SimpleNamespace(done=done, cancelled=False, failure=None, task_id="task(video)", seconds=1.5,
                            result=AppflowResult(APP, ["v.mp4", "1.png", "2.png"], {}, 1))
-    (progress, gallery, audio, outputs, _), = list(follow_appflow(None, task))
+    (progress, gallery, audio, clips, outputs, _), = list(follow_appflow(None, task))
     assert f"Done: {APP}, 2 image(s) and 1 video(s) in 1.5s" in progress and len(gallery) == 3 and audio is None
+    assert clips["choices"] == [] and clips["visible"] is False

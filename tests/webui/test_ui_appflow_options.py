@@ -126,11 +126,11 @@ def test_a_run_with_changed_options_reaches_the_app_and_a_reloaded_page_shows_it
               "sampler": AUTO_CHOICE}  # as the page sends them: an "auto" option's box holds text
     run = run_app(state, VIDEO, description["inputs"], ["prompt"], ["a cat surfing"], "task(appflow-opts-0001)",
                   page("tab"), tmp_path / "cache", names, [values[name] for name in names])
-    *_, (progress, gallery, _, outputs, task_box) = run
+    *_, (progress, gallery, _, clips, outputs, task_box) = run
     assert f"Done: {VIDEO}, 2 image(s) and 1 video(s)" in progress and task_box == ENDED + "task(appflow-opts-0001)"
     assert outputs["video"]["frame_count"] == 2 and outputs["seed"] == 5 and len(gallery) == 3
     (only,) = list(restore_handler(blocks, "appflow")(page("new-tab"), "task(appflow-opts-0001)"))
-    assert only[1:] == (gallery, None, outputs, task_box)
+    assert only[1:] == (gallery, None, clips, outputs, task_box)
 
 
 @pytest.mark.parametrize("option, value, fragment", [

@@ -165,11 +165,12 @@ def test_a_reloaded_appflow_page_follows_its_run_and_shows_its_outputs(built):
     end_session(blocks, "old-tab")
     updates = restore_handler(blocks, "appflow")(page("new-tab"), "task(appflow-reload-01)")
     first = next(updates)
-    assert "Running caption (" in first[0] and first[1:4] == (SKIP, SKIP, SKIP) \
+    assert "Running caption (" in first[0] and first[1:5] == (SKIP, SKIP, SKIP, SKIP) \
         and first[-1] == "task(appflow-reload-01)"
     state.tasks.interrupt("task(appflow-reload-01)", None)
-    *_, (progress, gallery, audio, outputs, task_box) = updates
+    *_, (progress, gallery, audio, clips, outputs, task_box) = updates
     assert "Done: caption, 1 image(s) in" in progress and outputs == {"caption": "a red cube"} and audio is None
+    assert clips["choices"] == [] and clips["visible"] is False
     assert task_box == ENDED + "task(appflow-reload-01)" and task.done.is_set()
     with Image.open(gallery[0][0]) as image:
         assert image.getpixel((0, 0)) == (1, 2, 3)
@@ -188,7 +189,7 @@ def test_an_interrupted_appflow_run_shows_interrupted_with_what_it_made(built):
     updates = restore_handler(blocks, "appflow")(page("new-tab"), "task(appflow-stopped-01)")
     next(updates)
     state.tasks.interrupt("task(appflow-stopped-01)", None)
-    *_, (progress, gallery, _audio, outputs, task_box) = updates
+    *_, (progress, gallery, _audio, _clips, outputs, task_box) = updates
     assert "Interrupted: caption, 1 image(s) in" in progress and "Done" not in progress and outputs == {}
     assert task_box == ENDED + "task(appflow-stopped-01)" and task.done.is_set()
     with Image.open(gallery[0][0]) as image:
@@ -203,13 +204,13 @@ def test_the_appflow_run_button_runs_the_app_as_a_task_a_reloaded_page_is_shown(
     ports = state.describe_app("text2image_generation")["inputs"]
     run = run_app(state, "text2image_generation", ports, ["prompt"], ["a cube"], "task(appflow-run-0001)",
                   page("tab"), state.output_dir / "cache")
-    *_, (progress, gallery, audio, outputs, task_box) = run
-    assert audio is None
+    *_, (progress, gallery, audio, clips, outputs, task_box) = run
+    assert audio is None and clips["visible"] is False
     assert "Done: text2image_generation, 1 image(s) in" in progress and task_box == ENDED + "task(appflow-run-0001)"
     task = state.tasks.find("task(appflow-run-0001)", None)
     assert task.kind == "appflow" and task.job.keep_on_disconnect and task.job.session == "tab"
     (only,) = list(restore_handler(blocks, "appflow")(page("new-tab"), "task(appflow-run-0001)"))
-    assert only[1:] == (gallery, None, outputs, task_box) and len(gallery) == 1
+    assert only[1:] == (gallery, None, clips, outputs, task_box) and len(gallery) == 1
     with Image.open(gallery[0][0]) as image:
         assert image.size == (64, 64)  # the tiny generator's picture, as a PNG file kept for the page
 

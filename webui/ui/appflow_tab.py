@@ -8,7 +8,7 @@ import gradio as gr
 
 from webui.server_state import ServerState
 from webui.ui.appflow_options import build_option_widgets, options_from_values, remember_option
-from webui.ui.appflow_task import appflow_finish, follow_appflow
+from webui.ui.appflow_task import appflow_finish, clip_player, follow_appflow
 from webui.ui.errors import redacting, refused
 from webui.ui.progress_view import progress_html
 from webui.ui.reattach import (FollowedTab, checked_task_id, interrupt_own_job, registered_task, submit_js,
@@ -67,9 +67,11 @@ def run_app(state: ServerState, name: str, ports: dict, widget_names: list[str],
     if missing:
         raise refused(f"Fill in the required input(s): {', '.join(missing)}.")
     try:
-        options = options_from_values(state.describe_app(name), list(option_names), list(option_values))
+        description = state.describe_app(name)
+        options = options_from_values(description, list(option_names), list(option_values))
         check_app_options(options, state.limits, state.lora_names())
-        check_app_option_values(name, options)
+        # also against the server's models (their configs): a transcription the audio model cannot read
+        check_app_option_values(name, options, {role: m["source"] for role, m in description["models"].items()})
         task_id = checked_task_id(state, task_id)
         job = state.submit_app(name, inputs, options or None, session=getattr(request, "session_hash", None),
                                keep_on_disconnect=True)
@@ -93,9 +95,12 @@ def build_appflow_tab(state: ServerState) -> FollowedTab:
     gallery = gr.Gallery(label="Images", format="png", interactive=False, elem_id="appflow_images", render=False)
     # an audio app's clip (a .wav written when the run ends) plays here; empty for the other apps
     audio = gr.Audio(label="Audio", type="filepath", interactive=False, elem_id="appflow_audio", render=False)
+    # a batch's clips (`clips per prompt` > 1): picking one plays it in the player above
+    clips = gr.Radio(label="Clips (pick one to play it)", choices=[], visible=False, elem_id="appflow_audio_clips",
+                     render=False)
     result = gr.JSON(label="Outputs", elem_id="appflow_outputs", render=False)
     task_box = task_box_for("appflow", render=False)
-    outputs = [progress, gallery, audio, result, task_box]
+    outputs = [progress, gallery, audio, clips, result, task_box]
 
     # Re-rendered when the app changes (and on load), not when an option is remembered: the form is read, not redrawn
     @gr.render(inputs=[app, saved_options], triggers=[app.change, gr.context.get_blocks_context().root_block.load])
@@ -136,4 +141,5 @@ def build_appflow_tab(state: ServerState) -> FollowedTab:
     for component in outputs:
         component.render()
     interrupt.click(interrupt_own_job(state), inputs=[task_box], queue=False)
+    clips.input(clip_player(gallery.GRADIO_CACHE), inputs=[clips], outputs=[audio], queue=False)
     return FollowedTab("appflow", task_box, outputs, lambda task: follow_appflow(state, task))

@@ -13,13 +13,13 @@ import gradio as gr
 from webui.server_state import ServerState
 from webui.ui.progress_view import job_status, progress_html
 
-OUTPUT_COUNT = 5  # progress, images, audio, outputs, task box
+OUTPUT_COUNT = 6  # progress, images, audio player, clip picker, outputs, task box
 
 
 @dataclass
 class AppflowResult:
-    """A finished run: its video and image files (in output order), its audio file (the tab's player plays the first
-    clip) and its other outputs as JSON."""
+    """A finished run: its video and image files (in output order), its audio files (every clip once: the tab's
+    player plays the first, its clip picker lists them all) and its other outputs as JSON."""
 
     app: str
     paths: list[str]
@@ -72,6 +72,32 @@ def appflow_finish(app: str, cache_dir):
     return finish
 
 
+def clip_picker(audio_paths) -> dict:
+    """The clip picker's update for a run's clips: one choice per clip ("Clip 2: audios-01.wav"), the first chosen
+    (the one the player starts with); shown only when there is more than one to pick from."""
+    choices = [(f"Clip {number}: {Path(path).name}", path) for number, path in enumerate(audio_paths, 1)]
+    return gr.update(choices=choices, value=choices[0][1] if choices else None, visible=len(choices) > 1)
+
+
+def clip_player(cache_dir):
+    """The clip picker's handler: the chosen clip's .wav for the player. The value comes from the page, so only a
+    .wav file a run wrote under the tab's cache folder is played (no other file of the server is served)."""
+    root = Path(cache_dir).resolve()
+
+    def play(path):
+        from webui.ui.errors import refused
+
+        if not path:
+            return gr.skip()
+        chosen = Path(str(path)).resolve()
+        if chosen.suffix.lower() != ".wav" or root not in chosen.parents or not chosen.is_file():
+            raise refused(f"{Path(str(path)).name!r} is not a clip of an AppFlow run; run the app again to pick from "
+                          "its clips.")
+        return str(path)
+
+    return play
+
+
 def follow_appflow(state: ServerState, task):
     """The AppFlow tab's outputs for its run `task` until it ends, then its images and outputs."""
     from webui.ui.reattach import follow_ui_task
@@ -85,7 +111,7 @@ def follow_appflow(state: ServerState, task):
                         f"({seconds:.0f}s)")
             return f"Running {task.label or 'the app'} ({seconds:.0f}s)"
 
-        return progress_html(*job_status(state, task.job, describe)), gr.skip(), gr.skip(), gr.skip()
+        return progress_html(*job_status(state, task.job, describe)), gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
     def shown(task) -> tuple:
         result: AppflowResult = task.result
@@ -95,7 +121,7 @@ def follow_appflow(state: ServerState, task):
         done = progress_html(1.0, f"{label}: {result.app}, {len(result.paths) - result.video_count} image(s){media} in "
                                   f"{task.seconds:.1f}s")
         audio = result.audio_paths[0] if result.audio_paths else None
-        return done, [(path, None) for path in result.paths], audio, result.outputs
+        return done, [(path, None) for path in result.paths], audio, clip_picker(result.audio_paths), result.outputs
 
     return follow_ui_task(task, OUTPUT_COUNT, running, shown)
 

@@ -118,3 +118,74 @@ def test_a_folder_of_another_class_is_refused_naming_the_accepted_classes(tiny_s
     with pytest.raises(ValueError, match="'StableDiffusionPipeline' model .*accepted: AudioLDM2Pipeline, "
                                          "AudioLDMPipeline, MusicLDMPipeline"):
         Appflow(app=APP, models=[str(tiny_sd1_dir)], cache=ModelCache())
+
+
+def _cache_as_hub_id(folder, tmp_path, monkeypatch) -> str:
+    """`folder` as the offline hub cache's only snapshot of someone/tiny-audio; that hub id."""
+    import shutil
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--someone--tiny-audio"
+    shutil.copytree(folder, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return "someone/tiny-audio"
+
+
+@pytest.mark.parametrize("folder, label", [("tiny_audioldm_dir", "AudioLDM"), ("tiny_musicldm_dir", "MusicLDM"),
+                                           ("tiny_audioldm2_dir", "AudioLDM 2")])
+@pytest.mark.parametrize("as_hub_id", [False, True])
+def test_a_transcription_the_model_cannot_read_is_refused_before_it_loads(folder, label, as_hub_id, request,
+                                                                          tmp_path, monkeypatch):
+    source = str(request.getfixturevalue(folder))
+    if as_hub_id:
+        source = _cache_as_hub_id(source, tmp_path, monkeypatch)
+    refused = (f"App 'music_generation', step '.*': transcription is read only by AudioLDM 2 text-to-speech "
+               f"checkpoints .*this {label} model")
+    cache = ModelCache()
+    with pytest.raises(ValueError, match=refused):  # when the flow is built
+        Appflow(app=APP, models=[source], cache=cache, transcription="hello")
+    flow = Appflow(app=APP, models=[source], cache=cache)
+    with pytest.raises(ValueError, match=refused):  # a per-call option, before the first step
+        flow(prompt="rain", transcription="hello", **SMALL)
+    assert cache.loads == 0
+
+
+@pytest.mark.parametrize("as_hub_id", [False, True])
+def test_a_text_to_speech_checkpoint_without_a_transcription_is_refused_before_it_loads(
+        tiny_audioldm2_tts_dir, as_hub_id, tmp_path, monkeypatch):
+    source = str(tiny_audioldm2_tts_dir)
+    if as_hub_id:
+        source = _cache_as_hub_id(source, tmp_path, monkeypatch)
+    refused = "This AudioLDM 2 checkpoint is text-to-speech: pass transcription="
+    cache = ModelCache()
+    flow = Appflow(app=APP, models=[source], cache=cache)  # built without it: the web UI passes it per call
+    with pytest.raises(ValueError, match=refused):
+        flow(prompt="a calm voice", **SMALL)
+    with pytest.raises(ValueError, match=refused):  # a per-call empty one overrides the flow's
+        Appflow(app=APP, models=[source], cache=cache, transcription="hello there")(prompt="a calm voice",
+                                                                                    transcription="", **SMALL)
+    assert cache.loads == 0
+
+
+def test_a_loaded_pipeline_is_told_from_its_components_before_the_step_runs(tiny_audioldm2_dir,
+                                                                             tiny_audioldm2_tts_dir, monkeypatch):
+    from diffusers import AudioLDM2Pipeline
+
+    from appflow.tasks.music_generation import TextToAudioTask
+
+    def never_run(*args, **kwargs):
+        raise AssertionError("the step ran before the transcription was checked")
+
+    monkeypatch.setattr(TextToAudioTask, "run", never_run)
+    for model in (AudioLDM2Pipeline.from_pretrained(str(tiny_audioldm2_dir)),
+                  TextToAudio.from_pretrained(str(tiny_audioldm2_dir))):
+        with pytest.raises(ValueError, match="transcription is read only by .*this AudioLDM 2 model"):
+            Appflow(app=APP, models={"audio_generator": model}, cache=ModelCache(), transcription="hello")
+    speech = TextToAudio.from_pretrained(str(tiny_audioldm2_tts_dir))
+    for model in (speech, speech.pipeline):
+        flow = Appflow(app=APP, models={"audio_generator": model}, cache=ModelCache())
+        with pytest.raises(ValueError, match="This AudioLDM 2 checkpoint is text-to-speech"):
+            flow(prompt="a calm voice", **SMALL)
