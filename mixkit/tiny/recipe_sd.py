@@ -102,6 +102,9 @@ class TinySDRecipe(JsonConfig):
     # flat background the UNet already draws; the same lever took the autoencoder's shapes from 92% to 98.9%
     # (tiny-vae's foreground_weight).
     foreground_weight: float = 0.0
+    # REPA (mixkit.tiny.repa): weight of aligning the UNet's 8x8 features with tiny-clip's vision patch tokens of the
+    # clean image (0: off). Measured from scratch: shape 24% -> 42% after 2400 steps; 0.5 is REPA's own weight.
+    repa_weight: float = 0.0
     empty_caption_fraction: float = 0.1
     eval_every: int = 400
     eval_prompts: int = 96
@@ -133,6 +136,8 @@ class TinySDRecipe(JsonConfig):
             self.vae = str(Path(self.init_from) / "vae")
         if not self.text_encoder_learning_rate > 0:
             raise ValueError(f"text_encoder_learning_rate must be > 0, got {self.text_encoder_learning_rate!r}")
+        if not self.repa_weight >= 0:
+            raise ValueError(f"repa_weight must be >= 0 (0: no alignment), got {self.repa_weight!r}")
         if not self.foreground_weight >= 0:
             raise ValueError(f"foreground_weight must be >= 0 (0: every latent cell counts the same), "
                              f"got {self.foreground_weight!r}")
@@ -301,7 +306,9 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     trained = [unet, text_encoder] if recipe.train_text_encoder else [unet]
     text_encoder.requires_grad_(recipe.train_text_encoder)
     ema = EmaWeights(_parameters(trained), max_decay=recipe.ema_decay)
-    groups = [{"params": list(unet.parameters()), "base_lr": recipe.learning_rate}]
+    alignment = _Alignment(recipe, unet, train, means.shape[-1]) if recipe.repa_weight else None
+    groups = [{"params": list(unet.parameters()) + (list(alignment.head.parameters()) if alignment else []),
+               "base_lr": recipe.learning_rate}]
     if recipe.train_text_encoder:
         text_encoder.train()
         groups.append({"params": list(text_encoder.parameters()), "base_lr": recipe.text_encoder_learning_rate})
@@ -309,7 +316,8 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
     alphas_cumprod = _alphas_cumprod()
     generator = torch.Generator().manual_seed(recipe.seed)
     metrics: dict[str, float] = {}
-    modules = {"unet": unet, **({"text_encoder": text_encoder} if recipe.train_text_encoder else {})}
+    modules = {"unet": unet, **({"text_encoder": text_encoder} if recipe.train_text_encoder else {}),
+               **({"repa_head": alignment.head} if alignment else {})}
     first_step, last_state = 0, None
     if resumed is not None:
         restore_recipe_state(resumed, name="tiny-sd", modules=modules, ema=ema, optimizer=optimizer,
@@ -331,6 +339,8 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
             prediction = unet(noisy, timesteps, encoder_hidden_states=context).sample
         weights = min_snr_weights(alphas_cumprod, timesteps, recipe.min_snr_gamma, "epsilon")
         loss = weighted_mse(prediction, noise, weights, None if cell_weights is None else cell_weights[index])
+        if alignment is not None:
+            loss = loss + recipe.repa_weight * alignment.loss(index)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -354,11 +364,31 @@ def train_tiny_sd(recipe: TinySDRecipe, stop_at_step: int | None = None):
         if stopping:
             break
     ema.copy_to(_parameters(trained))
+    if alignment is not None:
+        alignment.features.remove()  # the head is thrown away: the saved UNet is an ordinary one
     text_encoder.eval().requires_grad_(False)
     output = save_tiny_sd(Path(recipe.output), unet, vae, tokenizer, text_encoder)
     write_record(output, "tiny-sd", recipe, {**vae_metrics, **metrics}, curve, clock)
     return TrainingResult(steps=done, seconds=clock.wall(), output=output, first_step=first_step,
                           last_checkpoint=last_state)
+
+
+class _Alignment:
+    """REPA's parts for one run: the training images' patch tokens, the UNet hook and the head."""
+
+    def __init__(self, recipe: TinySDRecipe, unet, train, latent_size: int) -> None:
+        from mixkit.tiny.repa import AlignmentHead, UNetFeatures, check_alignment_grid, vision_patch_tokens
+
+        self.tokens = vision_patch_tokens(recipe.clip, train.images)
+        channels = check_alignment_grid(unet, latent_size, self.tokens.shape[1])
+        torch.manual_seed(recipe.seed)
+        self.head = AlignmentHead(channels, self.tokens.shape[-1])
+        self.features = UNetFeatures(unet)
+
+    def loss(self, index: torch.Tensor) -> torch.Tensor:
+        from mixkit.tiny.repa import alignment_loss
+
+        return alignment_loss(self.features.latest, self.tokens[index], self.head)
 
 
 def _autoencoder_of_state(resumed):

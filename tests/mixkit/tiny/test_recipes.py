@@ -596,3 +596,53 @@ def test_tiny_blip2_recipe_is_reproducible_and_stopped_and_resumed_ends_with_the
     assert "holds no resume state" in capsys.readouterr().err
     assert main([*args, "--set", f"output={whole}", "--stop-at-step", "4"]) == 2
     assert "must be in 1..stage2_steps=3" in capsys.readouterr().err
+
+
+def test_tiny_sd_recipe_with_repa_saves_an_ordinary_unet_changed_by_the_alignment_and_resumes_exactly(
+        tiny_clip, vae_folder, tmp_path):
+    import torch
+
+    plain, aligned, broken = tmp_path / "plain", tmp_path / "aligned", tmp_path / "broken"
+    assert main(_tiny_sd_args(plain, tiny_clip, vae_folder)) == 0
+    assert main(_tiny_sd_args(aligned, tiny_clip, vae_folder, "--set", "repa_weight=0.5")) == 0
+    first, second = _unet_and_text_encoder(plain), _unet_and_text_encoder(aligned)
+    assert first.keys() == second.keys()  # the head is not saved: the UNet loads as any other
+    assert not all(torch.equal(first[k], second[k]) for k in first)
+    record = json.loads((aligned / "recipe_record.json").read_text())
+    assert record["recipe"]["repa_weight"] == 0.5
+    # the head is in the resume state: stopped and resumed is the unbroken run, bit for bit
+    assert main(_tiny_sd_args(broken, tiny_clip, vae_folder, "--set", "repa_weight=0.5", "--set", "checkpoint_every=1",
+                              "--stop-at-step", "3")) == 0
+    assert main(_tiny_sd_args(broken, tiny_clip, vae_folder, "--set", "repa_weight=0.5",
+                              "--set", f"resume_from={tmp_path / 'broken-state'}")) == 0
+    resumed = _unet_and_text_encoder(broken)
+    assert all(torch.equal(second[k], resumed[k]) for k in second)
+
+
+def test_repa_alignment_loss_is_minus_the_mean_cosine_of_each_cell_with_its_token():
+    import torch
+    import torch.nn.functional as F
+
+    from mixkit.tiny.repa import AlignmentHead, alignment_loss
+
+    torch.manual_seed(0)
+    head = AlignmentHead(4, 6, hidden=8)
+    features = torch.randn(2, 4, 3, 3)
+    projected = head(features.flatten(2).transpose(1, 2))
+    assert alignment_loss(features, F.normalize(projected, dim=-1), head).item() == pytest.approx(-1.0, abs=1e-6)
+    assert alignment_loss(features, -F.normalize(projected, dim=-1), head).item() == pytest.approx(1.0, abs=1e-6)
+    tokens = F.normalize(torch.randn(2, 9, 6), dim=-1)
+    expected = -F.cosine_similarity(projected, tokens, dim=-1).mean()
+    assert alignment_loss(features, tokens, head).item() == pytest.approx(expected.item(), abs=1e-6)
+
+
+def test_repa_refuses_a_feature_map_that_does_not_match_the_patch_tokens_and_a_negative_weight(capsys):
+    from mixkit.tiny.recipe_sd import TinySDRecipe, build_tiny_unet
+    from mixkit.tiny.repa import check_alignment_grid
+
+    unet = build_tiny_unet([32, 32, 32], 32, 16, 0)
+    assert check_alignment_grid(unet, 16, 64) == 32
+    with pytest.raises(ValueError, match="aligned feature map is 8x8 and the CLIP vision tower has 16 patch tokens"):
+        check_alignment_grid(unet, 16, 16)
+    with pytest.raises(ValueError, match="repa_weight must be >= 0"):
+        TinySDRecipe(repa_weight=-0.5).check()
