@@ -56,7 +56,7 @@ def test_generate_infotext_relinks_with_a_lora_dir(tmp_path):
     library = _library(tmp_path)
     ink = addnet_hash(library.folder / "styles" / "my_ink_v2.safetensors")[:12]
     args = argparse.Namespace(**dict.fromkeys(FLAG_KEYS), sampler=None, schedule_type=None, eta=None,
-                              lora_dir=str(library.folder))
+                              rng_source=None, lora_dir=str(library.folder))
     text = f'x <lora:civitai_ink:0.8>\nSteps: 2, Sampler: Euler, Seed: 1, Size: 64x64, Lora hashes: "civitai_ink: {ink}", RNG: CPU'
     filled, _ = apply_infotext(args, text)
     assert filled.prompt == "x <lora:styles/my_ink_v2:0.8>"
