@@ -46,6 +46,7 @@ def test_defaults_are_a1111s():
                                        "use_downcasted_alpha_bar": False, "initial_noise_multiplier": 1.0,
                                        "img2img_extra_noise": 0.0, "inpainting_mask_weight": 1.0,
                                        "hires_fix_refiner_pass": "second pass",
+                                       "token_merging_ratio_hr": 0.0,  # 0: the hires pass takes the first pass's
                                        "refiner_switch_by_sample_steps": False,
                                        "use_old_scheduling": False, "tiling": False, "img2img_color_correction": False,
                                        "save_images_before_color_correction": False,
