@@ -18,7 +18,9 @@ SLIDER_RANGE = (0.0, 3.0)  # A1111's slider; the API and Python take up to Gener
 def instruct_pix2pix_loaded(state) -> bool:
     """Whether the server's loaded model is an instruct-pix2pix checkpoint (False while none is in memory)."""
     model = state.holder.loaded_model()
-    return model is not None and is_instruct_pix2pix_unet(model.unet)
+    # `getattr`: a served page asks whatever the holder keeps, and a model without a UNet (an OpenVINO graph, a
+    # stand-in) is no instruct-pix2pix checkpoint
+    return model is not None and is_instruct_pix2pix_unet(getattr(model, "unet", None))
 
 
 def build_image_cfg_slider(state) -> gr.Slider:
